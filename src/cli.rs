@@ -1,0 +1,236 @@
+//! Command-line interface: one binary, a subcommand per role or task.
+
+use crate::crd::WebhookIntegration;
+use crate::inbox::{EventSummary, Inbox, ListFilter, Status};
+use crate::send::{SendOptions, sign_request};
+use crate::{manifest, standalone};
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use kube::CustomResourceExt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+const DEFAULT_DB: &str = "sqlite://hookgate.db";
+
+#[derive(Parser, Debug)]
+#[command(name = "hookgate", version, about = "Receive third-party webhooks safely: verify, dedupe, commit, deliver")]
+pub struct Cli {
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "HOOKGATE_LOG_FORMAT")]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Print the WebhookIntegration CustomResourceDefinition as YAML.
+    Crdgen,
+    /// Run the receiver from manifest files, on SQLite by default.
+    Standalone(StandaloneArgs),
+    /// Sign a request exactly like the integration's provider and send it.
+    Send(SendArgs),
+    /// Inspect the inbox.
+    Inbox {
+        #[command(subcommand)]
+        command: InboxCommand,
+    },
+    /// Apply database migrations and exit.
+    Migrate {
+        #[arg(long, env = "HOOKGATE_DATABASE_URL", default_value = DEFAULT_DB)]
+        database_url: String,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct StandaloneArgs {
+    /// Manifest files or directories (WebhookIntegrations and v1 Secrets).
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<PathBuf>,
+    #[arg(long, default_value = "127.0.0.1:8080", env = "HOOKGATE_LISTEN")]
+    pub listen: SocketAddr,
+    /// Admin endpoints: /metrics, /healthz, /readyz. Empty string disables them.
+    #[arg(long, default_value = "127.0.0.1:9090", env = "HOOKGATE_ADMIN_LISTEN")]
+    pub admin_listen: String,
+    #[arg(long, env = "HOOKGATE_DATABASE_URL", default_value = DEFAULT_DB)]
+    pub database_url: String,
+}
+
+#[derive(Args, Debug)]
+pub struct SendArgs {
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<PathBuf>,
+    /// `namespace/name` of the WebhookIntegration.
+    #[arg(long)]
+    pub integration: String,
+    #[arg(long, conflicts_with = "body", required_unless_present = "body")]
+    pub body_file: Option<PathBuf>,
+    #[arg(long)]
+    pub body: Option<String>,
+    /// Receiver base URL; the integration's path is appended.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// Private key for Ed25519 schemes (raw, base64, hex or PKCS#8 PEM).
+    #[arg(long)]
+    pub signing_key_file: Option<PathBuf>,
+    /// Sign with this key instead of the newest active one.
+    #[arg(long)]
+    pub key_id: Option<String>,
+    /// Event id for schemes that send it in a header (default: random).
+    #[arg(long)]
+    pub event_id: Option<String>,
+    /// Event type for schemes that send it in a header (GitHub, Shopify).
+    #[arg(long)]
+    pub event_type: Option<String>,
+    /// Signed timestamp (unix seconds) instead of now, to try the replay window.
+    #[arg(long, allow_hyphen_values = true)]
+    pub timestamp: Option<i64>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum InboxCommand {
+    /// List events, newest first, without bodies.
+    List {
+        #[arg(long, env = "HOOKGATE_DATABASE_URL", default_value = DEFAULT_DB)]
+        database_url: String,
+        /// `namespace/name`
+        #[arg(long)]
+        integration: Option<String>,
+        #[arg(long)]
+        status: Option<Status>,
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+        #[arg(long, default_value_t = 100)]
+        limit: i64,
+    },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    Table,
+    Json,
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Crdgen => {
+            print!("{}", crd_yaml());
+            Ok(())
+        }
+        Command::Standalone(a) => {
+            let admin_listen = match a.admin_listen.as_str() {
+                "" => None,
+                s => Some(s.parse().with_context(|| format!("--admin-listen {s:?}"))?),
+            };
+            let cfg = standalone::Config {
+                files: a.files,
+                listen: a.listen,
+                admin_listen,
+                database_url: a.database_url,
+            };
+            standalone::run(cfg, shutdown_signal()).await?;
+            Ok(())
+        }
+        Command::Send(a) => send(a).await,
+        Command::Inbox {
+            command: InboxCommand::List { database_url, integration, status, output, limit },
+        } => {
+            let inbox = Inbox::connect(&database_url).await?;
+            inbox.migrate().await?;
+            let rows = inbox.list(&ListFilter { integration, status, limit }).await?;
+            match output {
+                Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+                Output::Table => print!("{}", table(&rows)),
+            }
+            Ok(())
+        }
+        Command::Migrate { database_url } => {
+            Inbox::connect(&database_url).await?.migrate().await?;
+            eprintln!("migrations applied");
+            Ok(())
+        }
+    }
+}
+
+/// The CRD as committed in `crds/`.
+pub fn crd_yaml() -> String {
+    serde_yaml::to_string(&WebhookIntegration::crd()).expect("CRD serializes")
+}
+
+async fn send(a: SendArgs) -> anyhow::Result<()> {
+    let manifests = manifest::load(&a.files)?;
+    let loaded = manifests
+        .find(&a.integration)
+        .with_context(|| format!("no WebhookIntegration {} in the given files", a.integration))?;
+    let body = match (&a.body, &a.body_file) {
+        (Some(b), _) => b.clone().into_bytes(),
+        (None, Some(f)) => std::fs::read(f).with_context(|| format!("--body-file {}", f.display()))?,
+        (None, None) => bail!("pass --body or --body-file"),
+    };
+    let signing_key = match &a.signing_key_file {
+        Some(f) => Some(std::fs::read(f).with_context(|| format!("--signing-key-file {}", f.display()))?),
+        None => None,
+    };
+    let opts = SendOptions {
+        key_id: a.key_id,
+        event_id: a.event_id,
+        event_type: a.event_type,
+        signing_key,
+        timestamp: a.timestamp,
+    };
+    let req = sign_request(&loaded.integration, &manifests.secrets, body, &opts, chrono::Utc::now())
+        .map_err(|e| anyhow::anyhow!("{}: {}: {e}", loaded.file, loaded.object()))?;
+    let url = format!("{}{}", a.url.trim_end_matches('/'), req.path);
+    let mut builder = reqwest::Client::new().post(&url).body(req.body);
+    for (k, v) in &req.headers {
+        builder = builder.header(k, v);
+    }
+    let res = builder.send().await.with_context(|| format!("POST {url}"))?;
+    let status = res.status();
+    let text = res.text().await.unwrap_or_default();
+    println!("{} {}", status.as_u16(), text);
+    eprintln!("(signed with key {:?})", req.key_id);
+    Ok(())
+}
+
+fn table(rows: &[EventSummary]) -> String {
+    let mut out = format!(
+        "{:<6} {:<28} {:<36} {:<32} {:<11} {:<8} {:<8} {}\n",
+        "ID", "INTEGRATION", "EVENT_ID", "TYPE", "STATUS", "KEY", "ATTEMPTS", "RECEIVED"
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "{:<6} {:<28} {:<36} {:<32} {:<11} {:<8} {:<8} {}\n",
+            r.id,
+            r.integration,
+            r.event_id,
+            r.event_type.as_deref().unwrap_or("-"),
+            r.status,
+            r.key_id,
+            r.attempts,
+            r.received_at.format("%Y-%m-%dT%H:%M:%SZ")
+        ));
+    }
+    out
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("shutting down");
+}

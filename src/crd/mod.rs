@@ -1,0 +1,196 @@
+//! The `WebhookIntegration` custom resource (`hookgate.dev/v1alpha1`).
+//!
+//! Field names are the public contract. Defaults live in [`defaults`] so the CRD schema, the Rust
+//! validation and the compiled route agree on them.
+
+pub mod defaults;
+mod status;
+pub mod validate;
+
+use chrono::{DateTime, Utc};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use status::{Condition, KeyStatus, WebhookIntegrationStatus};
+
+/// One provider integration: how its webhooks are signed, which keys may sign them, what to accept
+/// and where to deliver it.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, JsonSchema, PartialEq)]
+#[kube(
+    group = "hookgate.dev",
+    version = "v1alpha1",
+    kind = "WebhookIntegration",
+    namespaced,
+    shortname = "whi",
+    status = "WebhookIntegrationStatus",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Route","type":"string","jsonPath":".status.route"}"#,
+    printcolumn = r#"{"name":"Scheme","type":"string","jsonPath":".spec.scheme.type"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookIntegrationSpec {
+    /// Public path of the receiver route. Default: `/hooks/{namespace}/{name}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^/[A-Za-z0-9._~/-]*$"), length(max = 512))]
+    pub path: Option<String>,
+    /// How the provider signs its requests.
+    pub scheme: SchemeSpec,
+    /// Where the event id comes from. Default: the scheme's own (e.g. `X-GitHub-Delivery`, Stripe body `/id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<FieldSource>,
+    /// Where the event type comes from. Default: the scheme's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<FieldSource>,
+    /// Freshness and replay protection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplaySpec>,
+    /// Keys that may sign, oldest first; the last key that is not retired is the active one.
+    #[schemars(length(min = 1))]
+    pub keys: Vec<KeySpec>,
+    /// Which event types are delivered; others are recorded as `ignored`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<EventFilter>,
+    /// Where accepted events go.
+    pub delivery: DeliverySpec,
+    /// Per-route request limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+}
+
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum SchemeType {
+    Stripe,
+    Github,
+    StandardWebhooks,
+    Slack,
+    Shopify,
+    HmacSha256,
+    Ed25519,
+}
+
+/// The signature scheme. The header and payload fields apply to `hmac-sha256` and `ed25519` only.
+#[derive(Deserialize, Serialize, Clone, Debug, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.type in ['hmac-sha256', 'ed25519'] || !(has(self.signatureHeader) || has(self.timestampHeader) || has(self.eventIdHeader) || has(self.keyIdHeader) || has(self.signedPayload) || has(self.encoding) || has(self.signaturePrefix))",
+    "message": "signatureHeader, timestampHeader, eventIdHeader, keyIdHeader, signedPayload, encoding and signaturePrefix apply only to type hmac-sha256 or ed25519"
+}]))]
+pub struct SchemeSpec {
+    #[serde(rename = "type")]
+    pub type_: SchemeType,
+    /// Header with the signature. Default `X-Signature`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature_header: Option<String>,
+    /// Header with the unix-seconds timestamp. Default `X-Timestamp`; empty = provider sends none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp_header: Option<String>,
+    /// Header with the event id used in `signedPayload`. Default `X-Event-Id`; empty = none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id_header: Option<String>,
+    /// Header naming the signing key. Default `X-Key-Id`; empty = try every accepted key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id_header: Option<String>,
+    /// What is signed. Placeholders: `{timestamp}`, `{event_id}`, `{body}` (raw header values).
+    /// Default `{timestamp}.{event_id}.{body}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_payload: Option<String>,
+    /// Signature encoding. Default `hex` (`base64` for ed25519).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<SignatureEncoding>,
+    /// Text before the encoded signature, e.g. `sha256=`. Default empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature_prefix: Option<String>,
+}
+
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SignatureEncoding {
+    Hex,
+    Base64,
+}
+
+/// A value taken from a request header or from the JSON body.
+#[derive(Deserialize, Serialize, Clone, Debug, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.header) != has(self.jsonPointer)",
+    "message": "set exactly one of header or jsonPointer"
+}]))]
+pub struct FieldSource {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
+    /// RFC 6901 pointer into the JSON body, e.g. `/id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(/.*)?$"))]
+    pub json_pointer: Option<String>,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplaySpec {
+    /// Maximum |now - signed timestamp|, e.g. `5m`. Default `5m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"))]
+    pub tolerance: Option<String>,
+    /// How long a signature is remembered to catch re-sent captures. Default `24h`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"))]
+    pub nonce_retention: Option<String>,
+}
+
+/// One key in the ring, read from a Secret in the integration's namespace.
+#[derive(Deserialize, Serialize, Clone, Debug, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct KeySpec {
+    #[schemars(regex(pattern = r"^[A-Za-z0-9._-]{1,64}$"))]
+    pub id: String,
+    pub secret_ref: SecretKeyRef,
+    /// After this instant the key is rejected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retire_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct EventFilter {
+    /// Glob patterns (`*` matches any run of characters, `?` one).
+    #[serde(default)]
+    pub allow: Vec<String>,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliverySpec {
+    /// http(s) URL that receives the events.
+    #[schemars(regex(pattern = r"^https?://.+"))]
+    pub url: String,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Limits {
+    /// Largest accepted body in bytes. Default 1048576 (1 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 67108864))]
+    pub max_body_bytes: Option<u64>,
+    /// Sustained requests per second for this route. Default: unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub requests_per_second: Option<u32>,
+    /// Requests allowed in a burst above the rate. Default: `requestsPerSecond`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub burst: Option<u32>,
+}

@@ -1,0 +1,150 @@
+//! What goes into the inbox and what comes out of it.
+
+use crate::receiver::verify::Verified;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Pending,
+    Processing,
+    Retry,
+    Processed,
+    DeadLetter,
+    Ignored,
+}
+
+impl Status {
+    pub const ALL: [Status; 6] = [
+        Status::Pending,
+        Status::Processing,
+        Status::Retry,
+        Status::Processed,
+        Status::DeadLetter,
+        Status::Ignored,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Processing => "processing",
+            Status::Retry => "retry",
+            Status::Processed => "processed",
+            Status::DeadLetter => "dead_letter",
+            Status::Ignored => "ignored",
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Status {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Status::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| format!("unknown status {s:?} (one of pending, processing, retry, processed, dead_letter, ignored)"))
+    }
+}
+
+/// An event ready to store. It can only be built from a [`Verified`] request.
+#[derive(Debug)]
+pub struct NewEvent<'a> {
+    pub(super) verified: Verified,
+    pub(super) integration: &'a str,
+    pub(super) scheme: &'static str,
+    pub(super) event_id: String,
+    pub(super) event_type: Option<String>,
+    pub(super) headers: serde_json::Value,
+    pub(super) content_type: Option<String>,
+    pub(super) body: &'a [u8],
+    pub(super) body_sha256: [u8; 32],
+    pub(super) status: Status,
+    pub(super) received_at: DateTime<Utc>,
+    pub(super) nonce_expires_at: DateTime<Utc>,
+}
+
+impl<'a> NewEvent<'a> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        verified: Verified,
+        integration: &'a str,
+        scheme: &'static str,
+        event_id: String,
+        event_type: Option<String>,
+        headers: serde_json::Value,
+        content_type: Option<String>,
+        body: &'a [u8],
+        ignored: bool,
+        received_at: DateTime<Utc>,
+        nonce_retention: std::time::Duration,
+    ) -> Self {
+        use sha2::Digest;
+        let retention = chrono::Duration::from_std(nonce_retention).unwrap_or(chrono::Duration::days(1));
+        Self {
+            verified,
+            integration,
+            scheme,
+            event_id,
+            event_type,
+            headers,
+            content_type,
+            body,
+            body_sha256: sha2::Sha256::digest(body).into(),
+            status: if ignored { Status::Ignored } else { Status::Pending },
+            received_at,
+            nonce_expires_at: received_at + retention,
+        }
+    }
+}
+
+impl NewEvent<'_> {
+    pub fn event_id(&self) -> &str {
+        &self.event_id
+    }
+}
+
+/// The domain outcome of an insert. Unique-key collisions are outcomes, not errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InsertOutcome {
+    /// A new row was committed.
+    Inserted { id: i64 },
+    /// Same integration and event id, same body: a provider retry.
+    Duplicate,
+    /// Same integration and event id with a different body: answered as a duplicate, counted.
+    Conflict,
+    /// The signature was already seen within the nonce window: a re-sent capture.
+    Replay,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub integration: Option<String>,
+    pub status: Option<Status>,
+    pub limit: i64,
+}
+
+/// One inbox row without its body or headers.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct EventSummary {
+    pub id: i64,
+    pub integration: String,
+    pub event_id: String,
+    pub event_type: Option<String>,
+    pub status: String,
+    pub scheme: String,
+    pub key_id: String,
+    pub attempts: i64,
+    pub signed_at: Option<DateTime<Utc>>,
+    pub received_at: DateTime<Utc>,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub processed_at: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+    pub dedupe_conflicts: i64,
+}

@@ -1,0 +1,15 @@
+#![forbid(unsafe_code)]
+//! hookgate: receive third-party webhooks safely — verify the signature on the raw bytes, check
+//! freshness, dedupe, commit to a durable inbox, and only then answer 2xx.
+
+pub mod cli;
+pub mod crd;
+mod error;
+pub mod inbox;
+pub mod manifest;
+pub mod metrics;
+pub mod receiver;
+pub mod send;
+pub mod standalone;
+
+pub use error::{Error, Result};

@@ -1,0 +1,172 @@
+//! One request through the fixed pipeline: route -> method / size / rate -> signature -> window ->
+//! event id and type -> filter -> durable insert -> reply. Nothing is answered 2xx before the
+//! insert has committed.
+
+use super::Receiver;
+use super::reply::Reply;
+use super::route::{CompiledRoute, Source};
+use super::verify::{Rejection, Unverified};
+use crate::inbox::{InsertOutcome, NewEvent};
+use crate::metrics::Metrics;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+/// Longest event id we store; longer ones are refused rather than truncated.
+const MAX_EVENT_ID_LEN: usize = 512;
+
+pub(super) async fn handle(State(rx): State<Receiver>, req: Request) -> Response {
+    let table = rx.routes.load_full();
+    let Some(route) = table.get(req.uri().path()).cloned() else {
+        return Reply::UnknownRoute.into_response();
+    };
+    let reply = process(&rx, &route, req).await;
+    rx.metrics.request(&route.integration, reply.outcome());
+    reply.into_response()
+}
+
+async fn process(rx: &Receiver, route: &CompiledRoute, req: Request) -> Reply {
+    if req.method() != Method::POST {
+        return Reply::MethodNotAllowed;
+    }
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > route.max_body_bytes as u64) {
+        return Reply::BodyTooLarge;
+    }
+    if let Some(limiter) = &route.limiter {
+        if let Err(not_until) = limiter.check() {
+            let wait = not_until.wait_time_from(governor::clock::Clock::now(&governor::clock::DefaultClock::default()));
+            return Reply::RateLimited {
+                retry_after_secs: wait.as_secs_f64().ceil() as u64,
+            };
+        }
+    }
+    let (parts, body) = req.into_parts();
+    let body = match read_body(body, route.max_body_bytes, rx.body_timeout).await {
+        Ok(b) => b,
+        Err(reply) => return reply,
+    };
+
+    let now = (rx.clock)();
+    let verified = match route.verifier.verify(Unverified { headers: &parts.headers, body: &body }, now) {
+        Ok(v) => v,
+        Err(rejection) => {
+            rx.metrics.signature_failure(&route.integration, rejection.reason());
+            tracing::debug!(integration = %route.integration, reason = rejection.reason(), "request refused");
+            return match rejection {
+                Rejection::Malformed(_) => Reply::Malformed,
+                Rejection::InvalidSignature(_) => Reply::InvalidSignature,
+            };
+        }
+    };
+    if let Some(ts) = verified.timestamp() {
+        // Exact to the millisecond: |now - ts| == tolerance is still inside the window.
+        let skew_ms = (now.timestamp_millis() as i128 - ts as i128 * 1000).unsigned_abs();
+        if skew_ms > route.tolerance.as_millis() {
+            return Reply::TimestampOutsideWindow;
+        }
+    }
+
+    let json = needs_json(route).then(|| serde_json::from_slice::<Value>(&body).ok()).flatten();
+    let Some(event_id) = extract(&route.event_id, &parts.headers, json.as_ref())
+        .filter(|id| !id.is_empty() && id.len() <= MAX_EVENT_ID_LEN)
+    else {
+        return Reply::Malformed;
+    };
+    let event_type = extract(&route.event_type, &parts.headers, json.as_ref());
+    let ignored = !route.allows(event_type.as_deref());
+
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let headers = stored_headers(&parts.headers, &route.verifier.scheme().signature_headers());
+    let event = NewEvent::new(
+        verified,
+        &route.integration,
+        route.verifier.scheme().name(),
+        event_id,
+        event_type,
+        headers,
+        content_type,
+        &body,
+        ignored,
+        now,
+        route.nonce_retention,
+    );
+    match rx.inbox.insert(&event).await {
+        Ok(InsertOutcome::Inserted { .. }) if ignored => Reply::Ignored,
+        Ok(InsertOutcome::Inserted { .. }) => Reply::Accepted,
+        Ok(InsertOutcome::Duplicate | InsertOutcome::Replay) => {
+            Metrics::count(&rx.metrics.duplicates, &route.integration);
+            Reply::Duplicate
+        }
+        Ok(InsertOutcome::Conflict) => {
+            Metrics::count(&rx.metrics.duplicates, &route.integration);
+            Metrics::count(&rx.metrics.dedupe_conflicts, &route.integration);
+            tracing::warn!(
+                integration = %route.integration,
+                event_id = %event.event_id(),
+                "dedupe conflict: a known event id arrived with a different body; kept the first"
+            );
+            Reply::Duplicate
+        }
+        Err(e) => {
+            tracing::error!(integration = %route.integration, error = %e, "inbox insert failed");
+            Reply::InboxUnavailable
+        }
+    }
+}
+
+async fn read_body(body: Body, limit: usize, timeout: std::time::Duration) -> Result<axum::body::Bytes, Reply> {
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
+        Err(_) => Err(Reply::RequestTimeout),
+        Ok(Ok(b)) => Ok(b),
+        Ok(Err(e)) => {
+            let too_large = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            Err(if too_large { Reply::BodyTooLarge } else { Reply::Malformed })
+        }
+    }
+}
+
+fn needs_json(route: &CompiledRoute) -> bool {
+    matches!(route.event_id, Source::Pointer(_)) || matches!(route.event_type, Source::Pointer(_))
+}
+
+/// Reads a value after verification. Strings are taken as they are, numbers in decimal.
+fn extract(source: &Source, headers: &HeaderMap, json: Option<&Value>) -> Option<String> {
+    match source {
+        Source::Headers(names) => names
+            .iter()
+            .find_map(|n| headers.get(n.as_str()))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string),
+        Source::Pointer(p) => match json?.pointer(p)? {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        },
+    }
+}
+
+/// Request headers kept with the event, minus signatures and credentials: a database reader
+/// should not be able to lift a valid signature or a token from the inbox.
+fn stored_headers(headers: &HeaderMap, signature_headers: &[&str]) -> Value {
+    const CREDENTIALS: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
+    let kept: Vec<Value> = headers
+        .iter()
+        .filter(|(name, _)| {
+            let n = name.as_str();
+            !CREDENTIALS.contains(&n) && !signature_headers.contains(&n)
+        })
+        .map(|(name, value)| Value::from(vec![name.as_str().to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned()]))
+        .collect();
+    Value::Array(kept)
+}

@@ -1,0 +1,87 @@
+//! The webhook receiver: an axum router whose one fallback handler looks the path up in a route
+//! table that can be swapped atomically while requests are in flight.
+
+mod handler;
+pub mod reply;
+pub mod route;
+pub mod verify;
+
+use crate::inbox::Inbox;
+use crate::metrics::Metrics;
+use arc_swap::ArcSwap;
+use axum::Router;
+use chrono::{DateTime, Utc};
+use route::RouteTable;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The time source; tests pin it to check window and retirement edges exactly.
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+/// How long a client may take to send its body before it gets 408 (slow-loris guard).
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Shared receiver state. Cheap to clone.
+#[derive(Clone)]
+pub struct Receiver {
+    routes: Arc<ArcSwap<RouteTable>>,
+    inbox: Inbox,
+    clock: Clock,
+    metrics: Arc<Metrics>,
+    body_timeout: Duration,
+}
+
+impl Receiver {
+    pub fn new(routes: RouteTable, inbox: Inbox, metrics: Arc<Metrics>) -> Self {
+        Self {
+            routes: Arc::new(ArcSwap::from_pointee(routes)),
+            inbox,
+            clock: Arc::new(Utc::now),
+            metrics,
+            body_timeout: BODY_TIMEOUT,
+        }
+    }
+
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    pub fn with_body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
+    }
+
+    /// Replaces the whole routing table; requests already running keep the table they started with.
+    pub fn swap_routes(&self, table: RouteTable) {
+        self.routes.store(Arc::new(table));
+    }
+
+    pub fn routes(&self) -> Arc<RouteTable> {
+        self.routes.load_full()
+    }
+
+    pub fn inbox(&self) -> &Inbox {
+        &self.inbox
+    }
+
+    pub fn router(&self) -> Router {
+        Router::new().fallback(handler::handle).with_state(self.clone())
+    }
+
+    /// Periodically forgets signature digests whose replay window has passed.
+    pub fn spawn_nonce_pruner(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+        let rx = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                match rx.inbox.prune_nonces((rx.clock)()).await {
+                    Ok(n) if n > 0 => tracing::debug!(removed = n, "pruned expired signature nonces"),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "could not prune signature nonces"),
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,305 @@
+//! Signature verification. Each provider scheme lives in its own file and only knows how to read its
+//! headers into an [`Envelope`] (what was signed, which signatures were offered) and how to sign like
+//! the provider does. The cryptography, key selection and retirement rules live here, once, so every
+//! scheme gets constant-time comparison and the same key-ring semantics.
+//!
+//! Only [`Verifier::verify`] can produce a [`Verified`], and the inbox only accepts events built from
+//! one: an unverified request has no path to storage.
+
+pub mod ed25519;
+pub mod generic;
+pub mod github;
+pub mod hmac_sha256;
+pub mod keys;
+pub mod shopify;
+pub mod slack;
+pub mod standard_webhooks;
+pub mod stripe;
+
+use axum::http::HeaderMap;
+use chrono::{DateTime, Utc};
+use ed25519_dalek::Signature;
+use hmac::{KeyInit, Mac};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+pub use generic::{Encoding, GenericScheme, Template};
+pub use keys::{Key, KeyMaterial, SigningKey};
+
+type HmacSha256 = hmac::Hmac<Sha256>;
+
+/// A request as it arrived: raw headers and raw body bytes, nothing parsed yet.
+#[derive(Clone, Copy)]
+pub struct Unverified<'a> {
+    pub headers: &'a HeaderMap,
+    pub body: &'a [u8],
+}
+
+/// Proof that a request carried a valid signature from a key that was usable at `now`.
+/// Fields are private so nothing outside this module can forge one.
+#[derive(Debug, Clone)]
+pub struct Verified {
+    key_id: String,
+    timestamp: Option<i64>,
+    signature_digest: [u8; 32],
+}
+
+impl Verified {
+    /// Id of the key whose signature matched.
+    pub fn key_id(&self) -> &str {
+        &self.key_id
+    }
+    /// The signed timestamp (unix seconds), when the scheme signs one.
+    pub fn timestamp(&self) -> Option<i64> {
+        self.timestamp
+    }
+    /// SHA-256 of the matching signature bytes: the replay nonce.
+    pub fn signature_digest(&self) -> &[u8; 32] {
+        &self.signature_digest
+    }
+}
+
+/// Why a request was refused. The `&'static str` is a reason code for logs and metrics; it never
+/// carries header values, so nothing secret can leak through it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    /// 400 `malformed_request`: a header the scheme needs is missing or unparseable.
+    Malformed(&'static str),
+    /// 401 `invalid_signature`: no signature, no usable key, or no match.
+    InvalidSignature(&'static str),
+}
+
+impl Rejection {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Rejection::Malformed(r) | Rejection::InvalidSignature(r) => r,
+        }
+    }
+}
+
+/// One signature offered by the request.
+#[derive(Clone)]
+pub enum Candidate {
+    HmacSha256(Vec<u8>),
+    Ed25519(Signature),
+}
+
+/// What a scheme reads from the headers: the signed message is `prefix ++ body ++ suffix`.
+pub struct Envelope {
+    pub timestamp: Option<i64>,
+    /// Set when the scheme names the key that signed; then only that key is tried.
+    pub key_id: Option<String>,
+    pub prefix: Vec<u8>,
+    pub suffix: Vec<u8>,
+    pub candidates: Vec<Candidate>,
+}
+
+/// Everything a scheme's signer needs to produce the provider's headers.
+pub struct SignInput<'a> {
+    pub key_id: &'a str,
+    pub timestamp: i64,
+    pub event_id: &'a str,
+    pub event_type: Option<&'a str>,
+    pub body: &'a [u8],
+}
+
+/// The provider formats hookgate understands.
+#[derive(Debug, Clone)]
+pub enum Scheme {
+    Stripe,
+    Github,
+    StandardWebhooks,
+    Slack,
+    Shopify,
+    HmacSha256(GenericScheme),
+    Ed25519(GenericScheme),
+}
+
+impl Scheme {
+    /// The `spec.scheme.type` spelling.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Scheme::Stripe => "stripe",
+            Scheme::Github => "github",
+            Scheme::StandardWebhooks => "standard-webhooks",
+            Scheme::Slack => "slack",
+            Scheme::Shopify => "shopify",
+            Scheme::HmacSha256(_) => "hmac-sha256",
+            Scheme::Ed25519(_) => "ed25519",
+        }
+    }
+
+    /// Headers that carry signatures; they are never stored or forwarded.
+    pub fn signature_headers(&self) -> Vec<&str> {
+        match self {
+            Scheme::Stripe => vec!["stripe-signature"],
+            Scheme::Github => vec!["x-hub-signature-256", "x-hub-signature"],
+            Scheme::StandardWebhooks => vec!["webhook-signature", "svix-signature"],
+            Scheme::Slack => vec!["x-slack-signature"],
+            Scheme::Shopify => vec!["x-shopify-hmac-sha256"],
+            Scheme::HmacSha256(g) | Scheme::Ed25519(g) => vec![g.signature_header.as_str()],
+        }
+    }
+
+    /// Reads the scheme's headers. Runs before any key is touched and before the body is parsed.
+    pub fn envelope(&self, headers: &HeaderMap) -> Result<Envelope, Rejection> {
+        match self {
+            Scheme::Stripe => stripe::envelope(headers),
+            Scheme::Github => github::envelope(headers),
+            Scheme::StandardWebhooks => standard_webhooks::envelope(headers),
+            Scheme::Slack => slack::envelope(headers),
+            Scheme::Shopify => shopify::envelope(headers),
+            Scheme::HmacSha256(g) => hmac_sha256::envelope(g, headers),
+            Scheme::Ed25519(g) => ed25519::envelope(g, headers),
+        }
+    }
+
+    /// Turns the bytes stored in a Secret into key material the way this provider means them.
+    pub fn parse_key(&self, raw: &[u8]) -> Result<KeyMaterial, String> {
+        match self {
+            Scheme::Stripe => Ok(KeyMaterial::Hmac(keys::trim_newline(raw).to_vec())),
+            Scheme::StandardWebhooks => standard_webhooks::parse_key(raw),
+            Scheme::Github | Scheme::Slack | Scheme::Shopify | Scheme::HmacSha256(_) => {
+                Ok(KeyMaterial::Hmac(keys::trim_newline(raw).to_vec()))
+            }
+            Scheme::Ed25519(_) => keys::parse_ed25519_public(raw).map(KeyMaterial::Ed25519),
+        }
+    }
+
+    /// Headers a provider would send for `input`, signed with `key`.
+    pub fn sign(&self, key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>, String> {
+        match self {
+            Scheme::Stripe => stripe::sign(key, input),
+            Scheme::Github => github::sign(key, input),
+            Scheme::StandardWebhooks => standard_webhooks::sign(key, input),
+            Scheme::Slack => slack::sign(key, input),
+            Scheme::Shopify => shopify::sign(key, input),
+            Scheme::HmacSha256(g) => hmac_sha256::sign(g, key, input),
+            Scheme::Ed25519(g) => ed25519::sign(g, key, input),
+        }
+    }
+}
+
+/// A scheme plus the keys that may sign for one integration. Built once per route build.
+#[derive(Debug, Clone)]
+pub struct Verifier {
+    scheme: Scheme,
+    keys: Vec<Key>,
+}
+
+impl Verifier {
+    pub fn new(scheme: Scheme, keys: Vec<Key>) -> Self {
+        Self { scheme, keys }
+    }
+
+    pub fn scheme(&self) -> &Scheme {
+        &self.scheme
+    }
+
+    pub fn keys(&self) -> &[Key] {
+        &self.keys
+    }
+
+    /// Checks the signature on the raw bytes. `now` decides which keys are retired, so a key stops
+    /// working at its `retireAt` even if nothing rebuilt the route.
+    pub fn verify(&self, req: Unverified<'_>, now: DateTime<Utc>) -> Result<Verified, Rejection> {
+        let env = self.scheme.envelope(req.headers)?;
+        if env.candidates.is_empty() {
+            return Err(Rejection::InvalidSignature("missing_signature"));
+        }
+        let usable = |k: &&Key| k.not_after.is_none_or(|t| now < t);
+        let keys: Vec<&Key> = match &env.key_id {
+            Some(id) => {
+                let key = self
+                    .keys
+                    .iter()
+                    .find(|k| &k.id == id)
+                    .ok_or(Rejection::InvalidSignature("unknown_key_id"))?;
+                if !usable(&key) {
+                    return Err(Rejection::InvalidSignature("retired_key"));
+                }
+                vec![key]
+            }
+            None => self.keys.iter().filter(usable).collect(),
+        };
+        if keys.is_empty() {
+            return Err(Rejection::InvalidSignature("no_usable_key"));
+        }
+        let mut message: Option<Vec<u8>> = None;
+        for key in keys {
+            if let Some(sig) = matching_candidate(key, &env, req.body, &mut message) {
+                return Ok(Verified {
+                    key_id: key.id.clone(),
+                    timestamp: env.timestamp,
+                    signature_digest: Sha256::digest(&sig).into(),
+                });
+            }
+        }
+        Err(Rejection::InvalidSignature("signature_mismatch"))
+    }
+}
+
+/// Returns the bytes of the first candidate signature that `key` produced, if any.
+fn matching_candidate(
+    key: &Key,
+    env: &Envelope,
+    body: &[u8],
+    message: &mut Option<Vec<u8>>,
+) -> Option<Vec<u8>> {
+    match &key.material {
+        KeyMaterial::Hmac(secret) => {
+            let mut mac = <HmacSha256 as KeyInit>::new_from_slice(secret).ok()?;
+            mac.update(&env.prefix);
+            mac.update(body);
+            mac.update(&env.suffix);
+            let tag = mac.finalize().into_bytes();
+            env.candidates.iter().find_map(|c| match c {
+                Candidate::HmacSha256(sig) if bool::from(sig.as_slice().ct_eq(tag.as_slice())) => {
+                    Some(sig.clone())
+                }
+                _ => None,
+            })
+        }
+        KeyMaterial::Ed25519(public) => {
+            // Ed25519 needs the message contiguous; build it once for all keys.
+            let msg = message.get_or_insert_with(|| [&env.prefix[..], body, &env.suffix[..]].concat());
+            env.candidates.iter().find_map(|c| match c {
+                Candidate::Ed25519(sig) if public.verify_strict(msg, sig).is_ok() => {
+                    Some(sig.to_bytes().to_vec())
+                }
+                _ => None,
+            })
+        }
+    }
+}
+
+/// HMAC-SHA256 of `prefix ++ body ++ suffix`; shared by every HMAC scheme's signer.
+pub fn hmac_sha256(secret: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    let mut mac = <HmacSha256 as KeyInit>::new_from_slice(secret).expect("HMAC takes any key length");
+    for p in parts {
+        mac.update(p);
+    }
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// A header's value exactly as sent; `None` when absent, an error when present but not visible ASCII.
+pub fn header_str<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, Rejection> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .map(Some)
+            .map_err(|_| Rejection::Malformed("non_ascii_header")),
+    }
+}
+
+/// Parses a unix-seconds timestamp header value.
+pub fn parse_unix_seconds(s: &str) -> Result<i64, Rejection> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Rejection::Malformed("bad_timestamp"));
+    }
+    s.parse::<i64>().map_err(|_| Rejection::Malformed("bad_timestamp"))
+}
+
+#[cfg(test)]
+pub(crate) mod testutil;

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The one command that runs every test: `tests/run.sh` (extra args go to `cargo test`).
+#
+# Tests need PostgreSQL. With DATABASE_URL set (a superuser URL: each test creates its own database)
+# it is used as is; otherwise a throwaway cluster is started from the system's initdb/pg_ctl in a
+# temporary directory and removed afterwards.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+find_pg_bin() {
+  local tool=$1
+  if command -v "$tool" >/dev/null 2>&1; then command -v "$tool"; return; fi
+  ls -d /usr/lib/postgresql/*/bin/"$tool" /usr/local/pgsql/bin/"$tool" 2>/dev/null | sort -V | tail -n 1
+}
+
+start_throwaway_postgres() {
+  local initdb pg_ctl
+  initdb=$(find_pg_bin initdb)
+  pg_ctl=$(find_pg_bin pg_ctl)
+  if [ -z "$initdb" ] || [ -z "$pg_ctl" ]; then
+    echo "tests/run.sh: DATABASE_URL is not set and no PostgreSQL server binaries (initdb, pg_ctl) were found." >&2
+    echo "  Either point DATABASE_URL at a PostgreSQL superuser, e.g." >&2
+    echo "    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres tests/run.sh" >&2
+    echo "  or install the PostgreSQL server (Debian: apt-get install postgresql)." >&2
+    exit 2
+  fi
+  PG_TMP=$(mktemp -d /tmp/hookgate-pg.XXXXXX)
+  local port
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 55432)
+  # initdb refuses to run as root; use the postgres (or nobody) account for the throwaway cluster.
+  local run=()
+  if [ "$(id -u)" = 0 ]; then
+    local user=postgres
+    id "$user" >/dev/null 2>&1 || user=nobody
+    chown "$user" "$PG_TMP"
+    run=(runuser -u "$user" --)
+  fi
+  "${run[@]}" "$initdb" -D "$PG_TMP/data" -U postgres -A trust --no-sync >"$PG_TMP/initdb.log" 2>&1 \
+    || { cat "$PG_TMP/initdb.log" >&2; exit 2; }
+  "${run[@]}" "$pg_ctl" -D "$PG_TMP/data" -l "$PG_TMP/server.log" -w \
+    -o "-p $port -c listen_addresses=127.0.0.1 -k $PG_TMP -c max_connections=200" start >/dev/null \
+    || { cat "$PG_TMP/server.log" >&2; exit 2; }
+  STOP_PG=("${run[@]}" "$pg_ctl" -D "$PG_TMP/data" -m immediate stop)
+  trap 'status=$?; "${STOP_PG[@]}" >/dev/null 2>&1 || true; rm -rf "$PG_TMP"; exit $status' EXIT
+  export DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres"
+  echo "tests/run.sh: started a throwaway PostgreSQL on 127.0.0.1:$port"
+}
+
+if [ -z "${DATABASE_URL:-}" ]; then
+  start_throwaway_postgres
+fi
+
+if cargo fmt --version >/dev/null 2>&1; then
+  cargo fmt --all -- --check
+fi
+cargo test --all-targets "$@"
