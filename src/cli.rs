@@ -13,7 +13,11 @@ use std::path::PathBuf;
 const DEFAULT_DB: &str = "sqlite://hookgate.db";
 
 #[derive(Parser, Debug)]
-#[command(name = "hookgate", version, about = "Receive third-party webhooks safely: verify, dedupe, commit, deliver")]
+#[command(
+    name = "hookgate",
+    version,
+    about = "Receive third-party webhooks safely: verify, dedupe, commit, deliver"
+)]
 pub struct Cli {
     /// Log format.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "HOOKGATE_LOG_FORMAT")]
@@ -139,11 +143,24 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Send(a) => send(a).await,
         Command::Inbox {
-            command: InboxCommand::List { database_url, integration, status, output, limit },
+            command:
+                InboxCommand::List {
+                    database_url,
+                    integration,
+                    status,
+                    output,
+                    limit,
+                },
         } => {
             let inbox = Inbox::connect(&database_url).await?;
             inbox.migrate().await?;
-            let rows = inbox.list(&ListFilter { integration, status, limit }).await?;
+            let rows = inbox
+                .list(&ListFilter {
+                    integration,
+                    status,
+                    limit,
+                })
+                .await?;
             match output {
                 Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
                 Output::Table => print!("{}", table(&rows)),
@@ -170,11 +187,15 @@ async fn send(a: SendArgs) -> anyhow::Result<()> {
         .with_context(|| format!("no WebhookIntegration {} in the given files", a.integration))?;
     let body = match (&a.body, &a.body_file) {
         (Some(b), _) => b.clone().into_bytes(),
-        (None, Some(f)) => std::fs::read(f).with_context(|| format!("--body-file {}", f.display()))?,
+        (None, Some(f)) => {
+            std::fs::read(f).with_context(|| format!("--body-file {}", f.display()))?
+        }
         (None, None) => bail!("pass --body or --body-file"),
     };
     let signing_key = match &a.signing_key_file {
-        Some(f) => Some(std::fs::read(f).with_context(|| format!("--signing-key-file {}", f.display()))?),
+        Some(f) => {
+            Some(std::fs::read(f).with_context(|| format!("--signing-key-file {}", f.display()))?)
+        }
         None => None,
     };
     let opts = SendOptions {
@@ -184,14 +205,23 @@ async fn send(a: SendArgs) -> anyhow::Result<()> {
         signing_key,
         timestamp: a.timestamp,
     };
-    let req = sign_request(&loaded.integration, &manifests.secrets, body, &opts, chrono::Utc::now())
-        .map_err(|e| anyhow::anyhow!("{}: {}: {e}", loaded.file, loaded.object()))?;
+    let req = sign_request(
+        &loaded.integration,
+        &manifests.secrets,
+        body,
+        &opts,
+        chrono::Utc::now(),
+    )
+    .map_err(|e| anyhow::anyhow!("{}: {}: {e}", loaded.file, loaded.object()))?;
     let url = format!("{}{}", a.url.trim_end_matches('/'), req.path);
     let mut builder = reqwest::Client::new().post(&url).body(req.body);
     for (k, v) in &req.headers {
         builder = builder.header(k, v);
     }
-    let res = builder.send().await.with_context(|| format!("POST {url}"))?;
+    let res = builder
+        .send()
+        .await
+        .with_context(|| format!("POST {url}"))?;
     let status = res.status();
     let text = res.text().await.unwrap_or_default();
     println!("{} {}", status.as_u16(), text);
@@ -224,7 +254,8 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
         tokio::select! {
             _ = ctrl_c => {},
             _ = term.recv() => {},

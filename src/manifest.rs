@@ -32,11 +32,23 @@ pub struct Manifests {
 }
 
 fn object_name<K: kube::Resource>(kind: &str, obj: &K) -> String {
-    let ns = obj.meta().namespace.clone().unwrap_or_else(|| "default".into());
-    format!("{kind} {ns}/{}", obj.meta().name.clone().unwrap_or_default())
+    let ns = obj
+        .meta()
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    format!(
+        "{kind} {ns}/{}",
+        obj.meta().name.clone().unwrap_or_default()
+    )
 }
 
-fn manifest_err(file: &str, object: impl Into<String>, field: impl Into<String>, msg: impl Into<String>) -> Error {
+fn manifest_err(
+    file: &str,
+    object: impl Into<String>,
+    field: impl Into<String>,
+    msg: impl Into<String>,
+) -> Error {
     Error::Manifest {
         file: file.to_string(),
         object: object.into(),
@@ -48,16 +60,28 @@ fn manifest_err(file: &str, object: impl Into<String>, field: impl Into<String>,
 fn files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for p in paths {
-        let meta = std::fs::metadata(p).map_err(|source| Error::Io { path: p.display().to_string(), source })?;
+        let meta = std::fs::metadata(p).map_err(|source| Error::Io {
+            path: p.display().to_string(),
+            source,
+        })?;
         if meta.is_dir() {
             let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|source| Error::Io { path: p.display().to_string(), source })?
+                .map_err(|source| Error::Io {
+                    path: p.display().to_string(),
+                    source,
+                })?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .collect();
             entries.sort();
             let nested: Vec<PathBuf> = entries
                 .into_iter()
-                .filter(|e| e.is_dir() || matches!(e.extension().and_then(|x| x.to_str()), Some("yaml" | "yml" | "json")))
+                .filter(|e| {
+                    e.is_dir()
+                        || matches!(
+                            e.extension().and_then(|x| x.to_str()),
+                            Some("yaml" | "yml" | "json")
+                        )
+                })
                 .collect();
             out.extend(files(&nested)?);
         } else {
@@ -74,9 +98,13 @@ fn typed<T: DeserializeOwned>(value: serde_yaml::Value) -> std::result::Result<T
     let de = serde_ignored::Deserializer::new(value, &mut record);
     let parsed: T = serde_path_to_error::deserialize(de).map_err(|e| {
         let field = e.path().to_string();
-        FieldError::new(if field == "." { String::new() } else { field }, e.into_inner().to_string())
+        FieldError::new(
+            if field == "." { String::new() } else { field },
+            e.into_inner().to_string(),
+        )
     })?;
-    match unknown.into_iter().next() {
+    // The derived CR type checks apiVersion and kind itself (above), so serde sees them as extra.
+    match unknown.into_iter().find(|f| f != "apiVersion" && f != "kind") {
         Some(field) => Err(FieldError::new(field, "unknown field")),
         None => Ok(parsed),
     }
@@ -87,7 +115,10 @@ pub fn load(paths: &[PathBuf]) -> Result<Manifests> {
     let mut m = Manifests::default();
     for path in files(paths)? {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(&path).map_err(|source| Error::Io { path: file.clone(), source })?;
+        let text = std::fs::read_to_string(&path).map_err(|source| Error::Io {
+            path: file.clone(),
+            source,
+        })?;
         for (i, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
             let object = format!("document {}", i + 1);
             let value = serde_yaml::Value::deserialize(doc)
@@ -109,44 +140,89 @@ fn add(m: &mut Manifests, file: &str, doc: &str, value: serde_yaml::Value) -> Re
         (_, None) => return Err(manifest_err(file, doc, "kind", "missing")),
     };
     let named = |kind: &str| {
-        let name = value.get("metadata").and_then(|md| md.get("name")).and_then(|n| n.as_str());
-        let ns = value.get("metadata").and_then(|md| md.get("namespace")).and_then(|n| n.as_str());
-        format!("{kind} {}/{}", ns.unwrap_or("default"), name.unwrap_or("<unnamed>"))
+        let name = value
+            .get("metadata")
+            .and_then(|md| md.get("name"))
+            .and_then(|n| n.as_str());
+        let ns = value
+            .get("metadata")
+            .and_then(|md| md.get("namespace"))
+            .and_then(|n| n.as_str());
+        format!(
+            "{kind} {}/{}",
+            ns.unwrap_or("default"),
+            name.unwrap_or("<unnamed>")
+        )
     };
     match (api_version.as_str(), kind.as_str()) {
         ("hookgate.dev/v1alpha1", "WebhookIntegration") => {
             let object = named("WebhookIntegration");
-            let wi: WebhookIntegration = typed(value).map_err(|error| Error::Manifest { file: file.into(), object: object.clone(), error })?;
+            let wi: WebhookIntegration = typed(value).map_err(|error| Error::Manifest {
+                file: file.into(),
+                object: object.clone(),
+                error,
+            })?;
             if wi.metadata.name.as_deref().unwrap_or("").is_empty() {
                 return Err(manifest_err(file, object, "metadata.name", "missing"));
             }
             if let Some(prev) = m.integrations.iter().find(|l| l.object() == object) {
-                return Err(manifest_err(file, object, "metadata.name", format!("already defined in {}", prev.file)));
+                return Err(manifest_err(
+                    file,
+                    object,
+                    "metadata.name",
+                    format!("already defined in {}", prev.file),
+                ));
             }
-            m.integrations.push(Loaded { file: file.into(), integration: wi });
+            m.integrations.push(Loaded {
+                file: file.into(),
+                integration: wi,
+            });
         }
         (_, "WebhookIntegration") => {
-            return Err(manifest_err(file, named(&kind), "apiVersion", format!("{api_version:?} is not served; use hookgate.dev/v1alpha1")));
+            return Err(manifest_err(
+                file,
+                named(&kind),
+                "apiVersion",
+                format!("{api_version:?} is not served; use hookgate.dev/v1alpha1"),
+            ));
         }
         ("v1", "Secret") => {
             let object = named("Secret");
-            let secret: Secret = typed(value).map_err(|error| Error::Manifest { file: file.into(), object: object.clone(), error })?;
+            let secret: Secret = typed(value).map_err(|error| Error::Manifest {
+                file: file.into(),
+                object: object.clone(),
+                error,
+            })?;
             let ns = secret.namespace().unwrap_or_else(|| "default".into());
             let name = secret.name_any();
             if name.is_empty() {
                 return Err(manifest_err(file, object, "metadata.name", "missing"));
             }
             // Like the API server: stringData is merged over data.
-            let mut data: std::collections::BTreeMap<String, Vec<u8>> =
-                secret.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
+            let mut data: std::collections::BTreeMap<String, Vec<u8>> = secret
+                .data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.0))
+                .collect();
             for (k, v) in secret.string_data.unwrap_or_default() {
                 data.insert(k, v.into_bytes());
             }
             if m.secrets.insert((ns, name), data).is_some() {
-                return Err(manifest_err(file, object, "metadata.name", "Secret defined twice"));
+                return Err(manifest_err(
+                    file,
+                    object,
+                    "metadata.name",
+                    "Secret defined twice",
+                ));
             }
         }
-        _ => tracing::warn!(file, kind, api_version, "skipping object: hookgate standalone only reads WebhookIntegrations and v1 Secrets"),
+        _ => tracing::warn!(
+            file,
+            kind,
+            api_version,
+            "skipping object: hookgate standalone only reads WebhookIntegrations and v1 Secrets"
+        ),
     }
     Ok(())
 }
@@ -176,7 +252,8 @@ impl Manifests {
     pub fn find(&self, which: &str) -> Option<&Loaded> {
         let (ns, name) = which.split_once('/').unwrap_or(("default", which));
         self.integrations.iter().find(|l| {
-            l.integration.namespace().as_deref().unwrap_or("default") == ns && l.integration.name_any() == name
+            l.integration.namespace().as_deref().unwrap_or("default") == ns
+                && l.integration.name_any() == name
         })
     }
 }

@@ -55,18 +55,27 @@ pub fn sign_request(
     let signing = match &key.material {
         KeyMaterial::Hmac(secret) => SigningKey::Hmac(secret.clone()),
         KeyMaterial::Ed25519(public) => {
-            let raw = opts
-                .signing_key
-                .as_ref()
-                .ok_or_else(|| format!("key {:?} is a public key: pass its private key with --signing-key-file", key.id))?;
-            let private = parse_ed25519_private(raw).map_err(|e| format!("--signing-key-file: {e}"))?;
+            let raw = opts.signing_key.as_ref().ok_or_else(|| {
+                format!(
+                    "key {:?} is a public key: pass its private key with --signing-key-file",
+                    key.id
+                )
+            })?;
+            let private =
+                parse_ed25519_private(raw).map_err(|e| format!("--signing-key-file: {e}"))?;
             if private.verifying_key() != *public {
-                return Err(format!("--signing-key-file does not belong to key {:?}", key.id));
+                return Err(format!(
+                    "--signing-key-file does not belong to key {:?}",
+                    key.id
+                ));
             }
             SigningKey::Ed25519(private)
         }
     };
-    let event_id = opts.event_id.clone().unwrap_or_else(|| format!("evt_{:032x}", rand::random::<u128>()));
+    let event_id = opts
+        .event_id
+        .clone()
+        .unwrap_or_else(|| format!("evt_{:032x}", rand::random::<u128>()));
     let input = SignInput {
         key_id: &key.id,
         timestamp: opts.timestamp.unwrap_or_else(|| now.timestamp()),
@@ -78,7 +87,11 @@ pub fn sign_request(
     headers.push(("content-type".into(), "application/json".into()));
     let namespace = wi.namespace().unwrap_or_else(|| "default".into());
     Ok(SignedRequest {
-        path: wi.spec.path.clone().unwrap_or_else(|| defaults::path(&namespace, &wi.name_any())),
+        path: wi
+            .spec
+            .path
+            .clone()
+            .unwrap_or_else(|| defaults::path(&namespace, &wi.name_any())),
         headers,
         body,
         key_id: key.id.clone(),

@@ -30,7 +30,11 @@ pub async fn prepare(cfg: &Config) -> Result<(RouteTable, Inbox)> {
     if manifests.integrations.is_empty() {
         return Err(Error::Config(format!(
             "no WebhookIntegration found in {}",
-            cfg.files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            cfg.files
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         )));
     }
     let table = manifests.route_table()?;
@@ -40,7 +44,10 @@ pub async fn prepare(cfg: &Config) -> Result<(RouteTable, Inbox)> {
 }
 
 /// Serves until `shutdown` resolves.
-pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> Result<()> {
+pub async fn run(
+    cfg: Config,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
     let (table, inbox) = prepare(&cfg).await?;
     for r in table.iter() {
         let keys: Vec<&str> = r.verifier.keys().iter().map(|k| k.id.as_str()).collect();
@@ -58,14 +65,19 @@ pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()> + 
         let router = admin_router(receiver.clone(), metrics);
         tokio::spawn(async move { axum::serve(admin, router).await });
     }
-    let served = axum::serve(listener, receiver.router()).with_graceful_shutdown(shutdown).await;
+    let served = axum::serve(listener, receiver.router())
+        .with_graceful_shutdown(shutdown)
+        .await;
     pruner.abort();
     receiver.inbox().close().await;
     served.map_err(io(cfg.listen))
 }
 
 fn io(addr: SocketAddr) -> impl Fn(std::io::Error) -> Error {
-    move |source| Error::Io { path: addr.to_string(), source }
+    move |source| Error::Io {
+        path: addr.to_string(),
+        source,
+    }
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener> {

@@ -28,7 +28,10 @@ pub fn duration(field: &str, value: &str) -> Result<Duration, FieldError> {
     match humantime::parse_duration(value) {
         Ok(d) if !d.is_zero() => Ok(d),
         Ok(_) => Err(FieldError::new(field, "must be greater than zero")),
-        Err(e) => Err(FieldError::new(field, format!("invalid duration {value:?}: {e}"))),
+        Err(e) => Err(FieldError::new(
+            field,
+            format!("invalid duration {value:?}: {e}"),
+        )),
     }
 }
 
@@ -46,7 +49,10 @@ fn source(field: &str, s: &FieldSource) -> Result<(), FieldError> {
             format!("{field}.jsonPointer"),
             "must be empty or start with '/'",
         )),
-        _ => Err(FieldError::new(field, "set exactly one of header or jsonPointer")),
+        _ => Err(FieldError::new(
+            field,
+            "set exactly one of header or jsonPointer",
+        )),
     }
 }
 
@@ -54,7 +60,9 @@ fn source(field: &str, s: &FieldSource) -> Result<(), FieldError> {
 pub fn spec(spec: &WebhookIntegrationSpec) -> Result<(), FieldError> {
     if let Some(p) = &spec.path {
         let ok = p.starts_with('/') && !p.contains("//") && p.len() <= 512;
-        let chars = p.bytes().all(|b| b.is_ascii_alphanumeric() || b"._~/-".contains(&b));
+        let chars = p
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._~/-".contains(&b));
         if !ok || !chars || (p.len() > 1 && p.ends_with('/')) {
             return Err(FieldError::new(
                 "spec.path",
@@ -84,32 +92,59 @@ pub fn spec(spec: &WebhookIntegrationSpec) -> Result<(), FieldError> {
     for (i, k) in spec.keys.iter().enumerate() {
         let valid = !k.id.is_empty()
             && k.id.len() <= 64
-            && k.id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+            && k.id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
         if !valid {
-            return Err(FieldError::new(format!("spec.keys[{i}].id"), "must match [A-Za-z0-9._-]{1,64}"));
+            return Err(FieldError::new(
+                format!("spec.keys[{i}].id"),
+                "must match [A-Za-z0-9._-]{1,64}",
+            ));
         }
         if !ids.insert(&k.id) {
-            return Err(FieldError::new(format!("spec.keys[{i}].id"), format!("duplicate key id {:?}", k.id)));
+            return Err(FieldError::new(
+                format!("spec.keys[{i}].id"),
+                format!("duplicate key id {:?}", k.id),
+            ));
         }
         if k.secret_ref.name.is_empty() || k.secret_ref.key.is_empty() {
-            return Err(FieldError::new(format!("spec.keys[{i}].secretRef"), "name and key are required"));
+            return Err(FieldError::new(
+                format!("spec.keys[{i}].secretRef"),
+                "name and key are required",
+            ));
         }
     }
     if let Some(e) = &spec.events {
         if let Some(i) = e.allow.iter().position(|p| p.is_empty()) {
-            return Err(FieldError::new(format!("spec.events.allow[{i}]"), "empty pattern"));
+            return Err(FieldError::new(
+                format!("spec.events.allow[{i}]"),
+                "empty pattern",
+            ));
         }
     }
     match reqwest::Url::parse(&spec.delivery.url) {
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
-        _ => return Err(FieldError::new("spec.delivery.url", "must be an absolute http(s) URL")),
+        _ => {
+            return Err(FieldError::new(
+                "spec.delivery.url",
+                "must be an absolute http(s) URL",
+            ));
+        }
     }
     if let Some(l) = &spec.limits {
-        if l.max_body_bytes.is_some_and(|b| b == 0 || b > 64 * 1024 * 1024) {
-            return Err(FieldError::new("spec.limits.maxBodyBytes", "must be between 1 and 67108864"));
+        if l.max_body_bytes
+            .is_some_and(|b| b == 0 || b > 64 * 1024 * 1024)
+        {
+            return Err(FieldError::new(
+                "spec.limits.maxBodyBytes",
+                "must be between 1 and 67108864",
+            ));
         }
         if l.requests_per_second == Some(0) {
-            return Err(FieldError::new("spec.limits.requestsPerSecond", "must be at least 1"));
+            return Err(FieldError::new(
+                "spec.limits.requestsPerSecond",
+                "must be at least 1",
+            ));
         }
         if l.burst == Some(0) {
             return Err(FieldError::new("spec.limits.burst", "must be at least 1"));
@@ -141,7 +176,10 @@ fn scheme(spec: &WebhookIntegrationSpec) -> Result<(), FieldError> {
     }
     if let Some(h) = &s.signature_header {
         if h.is_empty() {
-            return Err(FieldError::new("spec.scheme.signatureHeader", "must not be empty"));
+            return Err(FieldError::new(
+                "spec.scheme.signatureHeader",
+                "must not be empty",
+            ));
         }
         header_name("spec.scheme.signatureHeader", h)?;
     }
@@ -154,16 +192,26 @@ fn scheme(spec: &WebhookIntegrationSpec) -> Result<(), FieldError> {
             header_name(&format!("spec.scheme.{name}"), h)?;
         }
     }
-    let payload = s.signed_payload.as_deref().unwrap_or(super::defaults::SIGNED_PAYLOAD);
-    let template = Template::parse(payload).map_err(|e| FieldError::new("spec.scheme.signedPayload", e))?;
-    let ts_header = s.timestamp_header.as_deref().unwrap_or(super::defaults::TIMESTAMP_HEADER);
+    let payload = s
+        .signed_payload
+        .as_deref()
+        .unwrap_or(super::defaults::SIGNED_PAYLOAD);
+    let template =
+        Template::parse(payload).map_err(|e| FieldError::new("spec.scheme.signedPayload", e))?;
+    let ts_header = s
+        .timestamp_header
+        .as_deref()
+        .unwrap_or(super::defaults::TIMESTAMP_HEADER);
     if template.uses_timestamp() && ts_header.is_empty() {
         return Err(FieldError::new(
             "spec.scheme.signedPayload",
             "uses {timestamp} but timestampHeader is empty",
         ));
     }
-    let id_header = s.event_id_header.as_deref().unwrap_or(super::defaults::EVENT_ID_HEADER);
+    let id_header = s
+        .event_id_header
+        .as_deref()
+        .unwrap_or(super::defaults::EVENT_ID_HEADER);
     if template.uses_event_id() && id_header.is_empty() {
         return Err(FieldError::new(
             "spec.scheme.signedPayload",

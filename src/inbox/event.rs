@@ -86,7 +86,8 @@ impl<'a> NewEvent<'a> {
         nonce_retention: std::time::Duration,
     ) -> Self {
         use sha2::Digest;
-        let retention = chrono::Duration::from_std(nonce_retention).unwrap_or(chrono::Duration::days(1));
+        let retention =
+            chrono::Duration::from_std(nonce_retention).unwrap_or(chrono::Duration::days(1));
         Self {
             verified,
             integration,
@@ -97,7 +98,11 @@ impl<'a> NewEvent<'a> {
             content_type,
             body,
             body_sha256: sha2::Sha256::digest(body).into(),
-            status: if ignored { Status::Ignored } else { Status::Pending },
+            status: if ignored {
+                Status::Ignored
+            } else {
+                Status::Pending
+            },
             received_at,
             nonce_expires_at: received_at + retention,
         }

@@ -1,7 +1,7 @@
 //! The inbox statements, written once and expanded for each backend.
 
-use super::{EventSummary, InsertOutcome, ListFilter, NewEvent};
 use super::Inbox;
+use super::{EventSummary, InsertOutcome, ListFilter, NewEvent};
 use crate::Result;
 use chrono::{DateTime, Utc};
 use sqlx::Row;
@@ -16,7 +16,8 @@ const INSERT_EVENT: &str = "INSERT INTO inbox_events (integration, event_id, eve
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
      ON CONFLICT (integration, event_id) DO NOTHING RETURNING id";
 
-const EXISTING_HASH: &str = "SELECT body_sha256 FROM inbox_events WHERE integration = $1 AND event_id = $2";
+const EXISTING_HASH: &str =
+    "SELECT body_sha256 FROM inbox_events WHERE integration = $1 AND event_id = $2";
 
 const COUNT_CONFLICT: &str = "UPDATE inbox_events SET dedupe_conflicts = dedupe_conflicts + 1 \
      WHERE integration = $1 AND event_id = $2";
@@ -44,7 +45,10 @@ impl Inbox {
     /// written in one transaction: after an error nothing of the attempt remains.
     pub async fn insert(&self, ev: &NewEvent<'_>) -> Result<InsertOutcome> {
         let digest = ev.verified.signature_digest().to_vec();
-        let signed_at = ev.verified.timestamp().and_then(|t| DateTime::<Utc>::from_timestamp(t, 0));
+        let signed_at = ev
+            .verified
+            .timestamp()
+            .and_then(|t| DateTime::<Utc>::from_timestamp(t, 0));
         let next_attempt = (ev.status == super::Status::Pending).then_some(ev.received_at);
         backend!(self, pool => {
             let mut tx = pool.begin().await?;
@@ -103,7 +107,11 @@ impl Inbox {
     /// Newest first, without bodies.
     pub async fn list(&self, filter: &ListFilter) -> Result<Vec<EventSummary>> {
         let status = filter.status.map(|s| s.as_str());
-        let limit = if filter.limit > 0 { filter.limit } else { i64::MAX };
+        let limit = if filter.limit > 0 {
+            filter.limit
+        } else {
+            i64::MAX
+        };
         backend!(self, pool => {
             let rows = sqlx::query(LIST)
                 .bind(filter.integration.as_deref())

@@ -40,7 +40,9 @@ async fn process(rx: &Receiver, route: &CompiledRoute, req: Request) -> Reply {
     }
     if let Some(limiter) = &route.limiter {
         if let Err(not_until) = limiter.check() {
-            let wait = not_until.wait_time_from(governor::clock::Clock::now(&governor::clock::DefaultClock::default()));
+            let wait = not_until.wait_time_from(governor::clock::Clock::now(
+                &governor::clock::DefaultClock::default(),
+            ));
             return Reply::RateLimited {
                 retry_after_secs: wait.as_secs_f64().ceil() as u64,
             };
@@ -53,10 +55,17 @@ async fn process(rx: &Receiver, route: &CompiledRoute, req: Request) -> Reply {
     };
 
     let now = (rx.clock)();
-    let verified = match route.verifier.verify(Unverified { headers: &parts.headers, body: &body }, now) {
+    let verified = match route.verifier.verify(
+        Unverified {
+            headers: &parts.headers,
+            body: &body,
+        },
+        now,
+    ) {
         Ok(v) => v,
         Err(rejection) => {
-            rx.metrics.signature_failure(&route.integration, rejection.reason());
+            rx.metrics
+                .signature_failure(&route.integration, rejection.reason());
             tracing::debug!(integration = %route.integration, reason = rejection.reason(), "request refused");
             return match rejection {
                 Rejection::Malformed(_) => Reply::Malformed,
@@ -72,7 +81,9 @@ async fn process(rx: &Receiver, route: &CompiledRoute, req: Request) -> Reply {
         }
     }
 
-    let json = needs_json(route).then(|| serde_json::from_slice::<Value>(&body).ok()).flatten();
+    let json = needs_json(route)
+        .then(|| serde_json::from_slice::<Value>(&body).ok())
+        .flatten();
     let Some(event_id) = extract(&route.event_id, &parts.headers, json.as_ref())
         .filter(|id| !id.is_empty() && id.len() <= MAX_EVENT_ID_LEN)
     else {
@@ -124,14 +135,22 @@ async fn process(rx: &Receiver, route: &CompiledRoute, req: Request) -> Reply {
     }
 }
 
-async fn read_body(body: Body, limit: usize, timeout: std::time::Duration) -> Result<axum::body::Bytes, Reply> {
+async fn read_body(
+    body: Body,
+    limit: usize,
+    timeout: std::time::Duration,
+) -> Result<axum::body::Bytes, Reply> {
     match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
         Err(_) => Err(Reply::RequestTimeout),
         Ok(Ok(b)) => Ok(b),
         Ok(Err(e)) => {
             let too_large = std::error::Error::source(&e)
                 .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-            Err(if too_large { Reply::BodyTooLarge } else { Reply::Malformed })
+            Err(if too_large {
+                Reply::BodyTooLarge
+            } else {
+                Reply::Malformed
+            })
         }
     }
 }
@@ -166,7 +185,12 @@ fn stored_headers(headers: &HeaderMap, signature_headers: &[&str]) -> Value {
             let n = name.as_str();
             !CREDENTIALS.contains(&n) && !signature_headers.contains(&n)
         })
-        .map(|(name, value)| Value::from(vec![name.as_str().to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned()]))
+        .map(|(name, value)| {
+            Value::from(vec![
+                name.as_str().to_string(),
+                String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            ])
+        })
         .collect();
     Value::Array(kept)
 }

@@ -66,7 +66,9 @@ impl Receiver {
     }
 
     pub fn router(&self) -> Router {
-        Router::new().fallback(handler::handle).with_state(self.clone())
+        Router::new()
+            .fallback(handler::handle)
+            .with_state(self.clone())
     }
 
     /// Periodically forgets signature digests whose replay window has passed.
@@ -77,7 +79,9 @@ impl Receiver {
             loop {
                 tick.tick().await;
                 match rx.inbox.prune_nonces((rx.clock)()).await {
-                    Ok(n) if n > 0 => tracing::debug!(removed = n, "pruned expired signature nonces"),
+                    Ok(n) if n > 0 => {
+                        tracing::debug!(removed = n, "pruned expired signature nonces")
+                    }
                     Ok(_) => {}
                     Err(e) => tracing::warn!(error = %e, "could not prune signature nonces"),
                 }

@@ -73,10 +73,12 @@ impl IntoResponse for Reply {
             _ => None,
         };
         if let Some(secs) = retry_after {
-            res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         if self == Reply::MethodNotAllowed {
-            res.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+            res.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST"));
         }
         res
     }

@@ -103,12 +103,20 @@ fn generic(spec: &crate::crd::SchemeSpec, default_encoding: Encoding) -> Generic
         (!v.is_empty()).then(|| lower(v))
     };
     GenericScheme {
-        signature_header: lower(spec.signature_header.as_deref().unwrap_or(defaults::SIGNATURE_HEADER)),
+        signature_header: lower(
+            spec.signature_header
+                .as_deref()
+                .unwrap_or(defaults::SIGNATURE_HEADER),
+        ),
         timestamp_header: optional(&spec.timestamp_header, defaults::TIMESTAMP_HEADER),
         event_id_header: optional(&spec.event_id_header, defaults::EVENT_ID_HEADER),
         key_id_header: optional(&spec.key_id_header, defaults::KEY_ID_HEADER),
-        template: Template::parse(spec.signed_payload.as_deref().unwrap_or(defaults::SIGNED_PAYLOAD))
-            .expect("validated before compile"),
+        template: Template::parse(
+            spec.signed_payload
+                .as_deref()
+                .unwrap_or(defaults::SIGNED_PAYLOAD),
+        )
+        .expect("validated before compile"),
         encoding: match spec.encoding {
             Some(SignatureEncoding::Hex) => Encoding::Hex,
             Some(SignatureEncoding::Base64) => Encoding::Base64,
@@ -156,17 +164,28 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
         let field = format!("spec.keys[{i}].secretRef");
         let data = secrets
             .get(&(namespace.clone(), k.secret_ref.name.clone()))
-            .ok_or_else(|| FieldError::new(format!("{field}.name"), format!("Secret {namespace}/{} not found", k.secret_ref.name)))?;
+            .ok_or_else(|| {
+                FieldError::new(
+                    format!("{field}.name"),
+                    format!("Secret {namespace}/{} not found", k.secret_ref.name),
+                )
+            })?;
         let raw = data.get(&k.secret_ref.key).ok_or_else(|| {
             FieldError::new(
                 format!("{field}.key"),
-                format!("Secret {namespace}/{} has no key {:?}", k.secret_ref.name, k.secret_ref.key),
+                format!(
+                    "Secret {namespace}/{} has no key {:?}",
+                    k.secret_ref.name, k.secret_ref.key
+                ),
             )
         })?;
         // The parse error describes the format problem; it never contains the key bytes.
-        let material = scheme
-            .parse_key(raw)
-            .map_err(|e| FieldError::new(field.clone(), format!("key {:?} is unusable for {}: {e}", k.id, scheme.name())))?;
+        let material = scheme.parse_key(raw).map_err(|e| {
+            FieldError::new(
+                field.clone(),
+                format!("key {:?} is unusable for {}: {e}", k.id, scheme.name()),
+            )
+        })?;
         keys.push(Key {
             id: k.id.clone(),
             material,
@@ -177,10 +196,16 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
     let event_id = match (&spec.event_id, spec.scheme.type_) {
         (Some(s), _) => source(s),
         // Svix sends the same headers under its own prefix.
-        (None, SchemeType::StandardWebhooks) => Source::Headers(vec!["webhook-id".into(), "svix-id".into()]),
+        (None, SchemeType::StandardWebhooks) => {
+            Source::Headers(vec!["webhook-id".into(), "svix-id".into()])
+        }
         (None, t) => source(&defaults::event_id(t, generic_id_header.as_deref())),
     };
-    let event_type = source(spec.event_type.as_ref().unwrap_or(&defaults::event_type(spec.scheme.type_)));
+    let event_type = source(
+        spec.event_type
+            .as_ref()
+            .unwrap_or(&defaults::event_type(spec.scheme.type_)),
+    );
     let replay = spec.replay.clone().unwrap_or_default();
     let tolerance = match &replay.tolerance {
         Some(t) => validate::duration("spec.replay.tolerance", t)?,
@@ -191,13 +216,19 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
         None => defaults::NONCE_RETENTION,
     };
     let limits = spec.limits.clone().unwrap_or_default();
-    let limiter = limits.requests_per_second.and_then(NonZeroU32::new).map(|rps| {
-        let burst = limits.burst.and_then(NonZeroU32::new).unwrap_or(rps);
-        RateLimiter::direct(Quota::per_second(rps).allow_burst(burst))
-    });
+    let limiter = limits
+        .requests_per_second
+        .and_then(NonZeroU32::new)
+        .map(|rps| {
+            let burst = limits.burst.and_then(NonZeroU32::new).unwrap_or(rps);
+            RateLimiter::direct(Quota::per_second(rps).allow_burst(burst))
+        });
     Ok(CompiledRoute {
         integration: format!("{namespace}/{name}"),
-        path: spec.path.clone().unwrap_or_else(|| defaults::path(&namespace, &name)),
+        path: spec
+            .path
+            .clone()
+            .unwrap_or_else(|| defaults::path(&namespace, &name)),
         verifier: Verifier::new(scheme, keys),
         event_id,
         event_type,

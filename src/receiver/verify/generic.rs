@@ -54,7 +54,10 @@ impl Template {
                 push_lit(if seen_body { &mut after } else { &mut before }, rest);
                 break;
             };
-            push_lit(if seen_body { &mut after } else { &mut before }, &rest[..open]);
+            push_lit(
+                if seen_body { &mut after } else { &mut before },
+                &rest[..open],
+            );
             let close = rest[open..]
                 .find('}')
                 .ok_or_else(|| format!("unclosed '{{' in {s:?}"))?;
@@ -80,10 +83,16 @@ impl Template {
     }
 
     pub fn uses_timestamp(&self) -> bool {
-        self.before.iter().chain(&self.after).any(|p| *p == Part::Timestamp)
+        self.before
+            .iter()
+            .chain(&self.after)
+            .any(|p| *p == Part::Timestamp)
     }
     pub fn uses_event_id(&self) -> bool {
-        self.before.iter().chain(&self.after).any(|p| *p == Part::EventId)
+        self.before
+            .iter()
+            .chain(&self.after)
+            .any(|p| *p == Part::EventId)
     }
 
     /// The bytes before and after the body, with placeholders replaced by the raw header values.
@@ -126,7 +135,9 @@ impl GenericScheme {
     /// decoded signature bytes, `None` when the signature header is absent.
     pub fn read(&self, headers: &HeaderMap) -> Result<(Envelope, Option<Vec<u8>>), Rejection> {
         let timestamp_raw = match &self.timestamp_header {
-            Some(h) => Some(header_str(headers, h)?.ok_or(Rejection::Malformed("missing_timestamp"))?),
+            Some(h) => {
+                Some(header_str(headers, h)?.ok_or(Rejection::Malformed("missing_timestamp"))?)
+            }
             None => None,
         };
         let timestamp = timestamp_raw.map(parse_unix_seconds).transpose()?;
@@ -172,10 +183,20 @@ impl GenericScheme {
 
     /// Headers for a sender: the signature (already computed by the caller over `prefix ++ body ++
     /// suffix` from [`Self::payload`]) plus the timestamp, event id and key id headers.
-    pub fn headers(&self, signature: &[u8], key_id: &str, timestamp: i64, event_id: &str) -> Vec<(String, String)> {
+    pub fn headers(
+        &self,
+        signature: &[u8],
+        key_id: &str,
+        timestamp: i64,
+        event_id: &str,
+    ) -> Vec<(String, String)> {
         let mut out = vec![(
             self.signature_header.clone(),
-            format!("{}{}", self.signature_prefix, self.encoding.encode(signature)),
+            format!(
+                "{}{}",
+                self.signature_prefix,
+                self.encoding.encode(signature)
+            ),
         )];
         if let Some(h) = &self.timestamp_header {
             out.push((h.clone(), timestamp.to_string()));
@@ -191,7 +212,9 @@ impl GenericScheme {
 
     /// The exact bytes a sender signs.
     pub fn payload(&self, timestamp: i64, event_id: &str, body: &[u8]) -> Vec<u8> {
-        let (before, after) = self.template.render(timestamp.to_string().as_bytes(), event_id.as_bytes());
+        let (before, after) = self
+            .template
+            .render(timestamp.to_string().as_bytes(), event_id.as_bytes());
         [&before[..], body, &after[..]].concat()
     }
 }
@@ -203,7 +226,10 @@ mod tests {
     #[test]
     fn template_renders_raw_values_around_the_body() {
         let t = Template::parse("{timestamp}.{event_id}.{body}").unwrap();
-        assert_eq!(t.render(b"0017", b"evt 1"), (b"0017.evt 1.".to_vec(), Vec::new()));
+        assert_eq!(
+            t.render(b"0017", b"evt 1"),
+            (b"0017.evt 1.".to_vec(), Vec::new())
+        );
         let t = Template::parse("v0:{timestamp}:{body}:end").unwrap();
         assert_eq!(t.render(b"5", b""), (b"v0:5:".to_vec(), b":end".to_vec()));
         assert!(t.uses_timestamp() && !t.uses_event_id());
@@ -211,8 +237,16 @@ mod tests {
 
     #[test]
     fn template_errors_name_the_problem() {
-        assert!(Template::parse("{timestamp}").unwrap_err().contains("{body}"));
-        assert!(Template::parse("{body}{body}").unwrap_err().contains("once"));
+        assert!(
+            Template::parse("{timestamp}")
+                .unwrap_err()
+                .contains("{body}")
+        );
+        assert!(
+            Template::parse("{body}{body}")
+                .unwrap_err()
+                .contains("once")
+        );
         assert!(Template::parse("{ts}.{body}").unwrap_err().contains("{ts}"));
         assert!(Template::parse("{body").unwrap_err().contains("unclosed"));
     }

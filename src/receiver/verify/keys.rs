@@ -144,7 +144,10 @@ mod tests {
             hex::encode(key.to_bytes()).into_bytes(),
             pem.as_bytes().to_vec(),
         ] {
-            assert_eq!(parse_ed25519_private(&form).expect("parses").to_bytes(), key.to_bytes());
+            assert_eq!(
+                parse_ed25519_private(&form).expect("parses").to_bytes(),
+                key.to_bytes()
+            );
         }
     }
 
@@ -162,7 +165,10 @@ mod tests {
             material: KeyMaterial::Hmac(b"whsec_supersecret".to_vec()),
             not_after: None,
         };
-        let shown = format!("{key:?} {:?}", SigningKey::Hmac(b"whsec_supersecret".to_vec()));
+        let shown = format!(
+            "{key:?} {:?}",
+            SigningKey::Hmac(b"whsec_supersecret".to_vec())
+        );
         assert!(!shown.contains("supersecret"), "{shown}");
         assert!(shown.contains("v1"));
     }

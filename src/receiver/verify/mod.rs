@@ -156,6 +156,10 @@ impl Scheme {
 
     /// Turns the bytes stored in a Secret into key material the way this provider means them.
     pub fn parse_key(&self, raw: &[u8]) -> Result<KeyMaterial, String> {
+        // Anyone can compute an HMAC with an empty key: refuse it instead of accepting forgeries.
+        if keys::trim_newline(raw).is_empty() {
+            return Err("the key is empty".into());
+        }
         match self {
             Scheme::Stripe => Ok(KeyMaterial::Hmac(keys::trim_newline(raw).to_vec())),
             Scheme::StandardWebhooks => standard_webhooks::parse_key(raw),
@@ -167,7 +171,11 @@ impl Scheme {
     }
 
     /// Headers a provider would send for `input`, signed with `key`.
-    pub fn sign(&self, key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>, String> {
+    pub fn sign(
+        &self,
+        key: &SigningKey,
+        input: &SignInput,
+    ) -> Result<Vec<(String, String)>, String> {
         match self {
             Scheme::Stripe => stripe::sign(key, input),
             Scheme::Github => github::sign(key, input),
@@ -262,7 +270,8 @@ fn matching_candidate(
         }
         KeyMaterial::Ed25519(public) => {
             // Ed25519 needs the message contiguous; build it once for all keys.
-            let msg = message.get_or_insert_with(|| [&env.prefix[..], body, &env.suffix[..]].concat());
+            let msg =
+                message.get_or_insert_with(|| [&env.prefix[..], body, &env.suffix[..]].concat());
             env.candidates.iter().find_map(|c| match c {
                 Candidate::Ed25519(sig) if public.verify_strict(msg, sig).is_ok() => {
                     Some(sig.to_bytes().to_vec())
@@ -275,7 +284,8 @@ fn matching_candidate(
 
 /// HMAC-SHA256 of `prefix ++ body ++ suffix`; shared by every HMAC scheme's signer.
 pub fn hmac_sha256(secret: &[u8], parts: &[&[u8]]) -> Vec<u8> {
-    let mut mac = <HmacSha256 as KeyInit>::new_from_slice(secret).expect("HMAC takes any key length");
+    let mut mac =
+        <HmacSha256 as KeyInit>::new_from_slice(secret).expect("HMAC takes any key length");
     for p in parts {
         mac.update(p);
     }
@@ -298,7 +308,8 @@ pub fn parse_unix_seconds(s: &str) -> Result<i64, Rejection> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return Err(Rejection::Malformed("bad_timestamp"));
     }
-    s.parse::<i64>().map_err(|_| Rejection::Malformed("bad_timestamp"))
+    s.parse::<i64>()
+        .map_err(|_| Rejection::Malformed("bad_timestamp"))
 }
 
 #[cfg(test)]

@@ -1,0 +1,247 @@
+//! Shared test fixtures: manifests written to real files, a receiver on a pinned clock, and
+//! requests signed the way `hookgate send` signs them.
+#![allow(dead_code)]
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode};
+use base64::Engine;
+use chrono::{DateTime, Utc};
+use hookgate::inbox::Inbox;
+use hookgate::manifest::{self, Manifests};
+use hookgate::metrics::Metrics;
+use hookgate::receiver::Receiver;
+use hookgate::send::{SendOptions, sign_request};
+use serde_json::Value;
+use std::sync::{Arc, Mutex};
+use tower::ServiceExt;
+
+/// The receiver's pinned "now".
+pub fn t0() -> DateTime<Utc> {
+    "2026-06-01T12:00:00Z".parse().unwrap()
+}
+
+pub fn ed_key(seed: u8) -> ed25519_dalek::SigningKey {
+    ed25519_dalek::SigningKey::from_bytes(&[seed; 32])
+}
+
+fn ed_public_b64(seed: u8) -> String {
+    base64::engine::general_purpose::STANDARD.encode(ed_key(seed).verifying_key().to_bytes())
+}
+
+/// Integrations used across the receiver tests (namespace `t`).
+pub fn test_manifests() -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: keys, namespace: t}}
+stringData:
+  stripe: whsec_test_receiver_secret
+  github: test-github-secret
+  hmac: test-hmac-secret
+  old: "{old}"
+  mid: "{mid}"
+  new: "{new}"
+---
+apiVersion: hookgate.dev/v1alpha1
+kind: WebhookIntegration
+metadata: {{name: stripe, namespace: t}}
+spec:
+  scheme: {{type: stripe}}
+  keys: [{{id: v1, secretRef: {{name: keys, key: stripe}}}}]
+  events: {{allow: ["invoice.*"]}}
+  delivery: {{url: "http://127.0.0.1:1/sink"}}
+---
+apiVersion: hookgate.dev/v1alpha1
+kind: WebhookIntegration
+metadata: {{name: github, namespace: t}}
+spec:
+  scheme: {{type: github}}
+  keys: [{{id: main, secretRef: {{name: keys, key: github}}}}]
+  delivery: {{url: "http://127.0.0.1:1/sink"}}
+---
+apiVersion: hookgate.dev/v1alpha1
+kind: WebhookIntegration
+metadata: {{name: partner, namespace: t}}
+spec:
+  scheme: {{type: ed25519}}
+  keys:
+    - {{id: old, secretRef: {{name: keys, key: old}}, retireAt: "2026-05-01T00:00:00Z"}}
+    - {{id: mid, secretRef: {{name: keys, key: mid}}, retireAt: "2026-07-01T00:00:00Z"}}
+    - {{id: new, secretRef: {{name: keys, key: new}}}}
+  delivery: {{url: "http://127.0.0.1:1/sink"}}
+---
+apiVersion: hookgate.dev/v1alpha1
+kind: WebhookIntegration
+metadata: {{name: limited, namespace: t}}
+spec:
+  path: /in/limited
+  scheme: {{type: hmac-sha256, keyIdHeader: ""}}
+  keys: [{{id: h1, secretRef: {{name: keys, key: hmac}}}}]
+  limits: {{maxBodyBytes: 64, requestsPerSecond: 1, burst: 2}}
+  delivery: {{url: "http://127.0.0.1:1/sink"}}
+"#,
+        old = ed_public_b64(1),
+        mid = ed_public_b64(2),
+        new = ed_public_b64(3),
+    )
+}
+
+/// Writes `yaml` to a real file and loads it like `hookgate standalone -f` does.
+pub fn load(yaml: &str) -> Manifests {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("manifests.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    manifest::load(&[path]).expect("test manifests load")
+}
+
+pub struct Harness {
+    pub receiver: Receiver,
+    pub manifests: Manifests,
+    pub now: Arc<Mutex<DateTime<Utc>>>,
+    pub metrics: Arc<Metrics>,
+}
+
+pub fn harness(inbox: Inbox) -> Harness {
+    harness_with(inbox, &test_manifests())
+}
+
+pub fn harness_with(inbox: Inbox, yaml: &str) -> Harness {
+    let manifests = load(yaml);
+    let now = Arc::new(Mutex::new(t0()));
+    let clock = now.clone();
+    let metrics = Arc::new(Metrics::new());
+    let receiver = Receiver::new(manifests.route_table().unwrap(), inbox, metrics.clone())
+        .with_clock(Arc::new(move || *clock.lock().unwrap()));
+    Harness {
+        receiver,
+        manifests,
+        now,
+        metrics,
+    }
+}
+
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub json: Value,
+}
+
+impl Harness {
+    /// Headers and path of a request signed for `integration` at the harness clock.
+    pub fn sign(
+        &self,
+        integration: &str,
+        body: &str,
+        opts: SendOptions,
+    ) -> (String, Vec<(String, String)>) {
+        let wi = &self
+            .manifests
+            .find(integration)
+            .expect("integration in manifests")
+            .integration;
+        let now = *self.now.lock().unwrap();
+        let req = sign_request(
+            wi,
+            &self.manifests.secrets,
+            body.as_bytes().to_vec(),
+            &opts,
+            now,
+        )
+        .expect("signs");
+        (req.path, req.headers)
+    }
+
+    /// Posts with a Content-Length, as real clients do (oneshot does not add one).
+    pub async fn post(
+        &self,
+        path: &str,
+        headers: &[(String, String)],
+        body: impl Into<String>,
+    ) -> Reply {
+        let body: String = body.into();
+        let mut req = Request::post(path).header("content-length", body.len());
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        self.call(req.body(Body::from(body)).unwrap()).await
+    }
+
+    /// Signs and posts in one go.
+    pub async fn send(&self, integration: &str, body: &str, opts: SendOptions) -> Reply {
+        let (path, headers) = self.sign(integration, body, opts);
+        self.post(&path, &headers, body.to_string()).await
+    }
+
+    pub async fn call(&self, req: Request<Body>) -> Reply {
+        let res = self.receiver.router().oneshot(req).await.unwrap();
+        let status = res.status();
+        let headers = res.headers().clone();
+        let bytes = http_body_util::BodyExt::collect(res.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Reply {
+            status,
+            headers,
+            json,
+        }
+    }
+
+    pub fn set_now(&self, t: DateTime<Utc>) {
+        *self.now.lock().unwrap() = t;
+    }
+}
+
+pub fn accepted() -> Value {
+    serde_json::json!({"received": true, "duplicate": false})
+}
+
+pub fn duplicate() -> Value {
+    serde_json::json!({"received": true, "duplicate": true})
+}
+
+pub fn error(code: &str) -> Value {
+    serde_json::json!({"error": code})
+}
+
+pub fn opts() -> SendOptions {
+    SendOptions::default()
+}
+
+pub fn ed_opts(seed: u8, key_id: &str) -> SendOptions {
+    SendOptions {
+        key_id: Some(key_id.into()),
+        signing_key: Some(
+            base64::engine::general_purpose::STANDARD
+                .encode(ed_key(seed).to_bytes())
+                .into_bytes(),
+        ),
+        ..SendOptions::default()
+    }
+}
+
+/// Replaces the value of header `name` (case-insensitive) in a signed header list.
+pub fn with_header(headers: &[(String, String)], name: &str, value: &str) -> Vec<(String, String)> {
+    let mut out: Vec<_> = headers
+        .iter()
+        .filter(|(k, _)| !k.eq_ignore_ascii_case(name))
+        .cloned()
+        .collect();
+    out.push((name.to_string(), value.to_string()));
+    out
+}
+
+pub fn without_header(headers: &[(String, String)], name: &str) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(k, _)| !k.eq_ignore_ascii_case(name))
+        .cloned()
+        .collect()
+}
+
+pub fn stripe_body(id: &str, ty: &str) -> String {
+    format!(r#"{{"id":"{id}","object":"event","type":"{ty}","data":{{"object":{{"id":"in_1"}}}}}}"#)
+}
+pub mod scenarios;

@@ -1,0 +1,141 @@
+//! Receiver behaviours that must hold on every inbox backend. Each backend's test file calls them.
+
+use super::*;
+use hookgate::inbox::{ListFilter, Status};
+
+async fn rows(h: &Harness, integration: &str) -> Vec<hookgate::inbox::EventSummary> {
+    let filter = ListFilter {
+        integration: Some(integration.into()),
+        ..Default::default()
+    };
+    h.receiver.inbox().list(&filter).await.unwrap()
+}
+
+/// New event -> 200 committed with the key that verified it; the same request again -> duplicate.
+pub async fn accept_then_duplicate(inbox: Inbox) {
+    let h = harness(inbox);
+    let body = stripe_body("evt_accept", "invoice.paid");
+    let (path, headers) = h.sign("t/stripe", &body, opts());
+    let first = h.post(&path, &headers, body.clone()).await;
+    assert_eq!((first.status, first.json), (StatusCode::OK, accepted()));
+    let again = h.post(&path, &headers, body.clone()).await;
+    assert_eq!((again.status, again.json), (StatusCode::OK, duplicate()));
+
+    let stored = rows(&h, "t/stripe").await;
+    assert_eq!(stored.len(), 1);
+    let row = &stored[0];
+    assert_eq!(row.event_id, "evt_accept");
+    assert_eq!(row.event_type.as_deref(), Some("invoice.paid"));
+    assert_eq!(row.status, "pending");
+    assert_eq!(row.key_id, "v1");
+    assert_eq!(row.scheme, "stripe");
+    assert_eq!(row.signed_at, Some(t0()));
+    assert_eq!(row.received_at, t0());
+    assert_eq!(row.next_attempt_at, Some(t0()));
+}
+
+/// A provider retry carries the same event id with a fresh timestamp and signature.
+pub async fn provider_retry_is_duplicate(inbox: Inbox) {
+    let h = harness(inbox);
+    let body = stripe_body("evt_retry", "invoice.paid");
+    assert_eq!(h.send("t/stripe", &body, opts()).await.json, accepted());
+    h.set_now(t0() + chrono::Duration::seconds(90));
+    let retry = h.send("t/stripe", &body, opts()).await;
+    assert_eq!((retry.status, retry.json), (StatusCode::OK, duplicate()));
+    assert_eq!(rows(&h, "t/stripe").await.len(), 1);
+}
+
+/// Same id, different body: answered as a duplicate, the first body kept, the conflict counted.
+pub async fn dedupe_conflict_is_counted(inbox: Inbox) {
+    let h = harness(inbox);
+    assert_eq!(
+        h.send("t/stripe", &stripe_body("evt_c", "invoice.paid"), opts())
+            .await
+            .json,
+        accepted()
+    );
+    let other = h
+        .send("t/stripe", &stripe_body("evt_c", "invoice.voided"), opts())
+        .await;
+    assert_eq!((other.status, other.json), (StatusCode::OK, duplicate()));
+    let stored = rows(&h, "t/stripe").await;
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].event_type.as_deref(), Some("invoice.paid"));
+    assert_eq!(stored[0].dedupe_conflicts, 1);
+    let metrics = h.metrics.encode();
+    assert!(
+        metrics.contains(r#"hookgate_dedupe_conflicts_total{integration="t/stripe"} 1"#),
+        "{metrics}"
+    );
+}
+
+/// A captured GitHub delivery re-sent with a new X-GitHub-Delivery is a replay, not a new event.
+pub async fn signature_replay_with_new_id_is_duplicate(inbox: Inbox) {
+    let h = harness(inbox);
+    let body = r#"{"ref":"refs/heads/main"}"#;
+    let sent = SendOptions {
+        event_id: Some("delivery-1".into()),
+        event_type: Some("push".into()),
+        ..opts()
+    };
+    let (path, headers) = h.sign("t/github", body, sent);
+    assert_eq!(h.post(&path, &headers, body).await.json, accepted());
+    let replayed = with_header(&headers, "X-GitHub-Delivery", "delivery-2-forged");
+    let r = h.post(&path, &replayed, body).await;
+    assert_eq!((r.status, r.json), (StatusCode::OK, duplicate()));
+    let stored = rows(&h, "t/github").await;
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].event_id, "delivery-1");
+}
+
+/// Types outside `events.allow` are stored as ignored, answered as such, and still deduped.
+pub async fn filtered_type_is_recorded_as_ignored(inbox: Inbox) {
+    let h = harness(inbox);
+    let body = stripe_body("evt_ign", "charge.succeeded");
+    let r = h.send("t/stripe", &body, opts()).await;
+    assert_eq!(
+        (r.status, r.json),
+        (
+            StatusCode::OK,
+            serde_json::json!({"received": true, "ignored": "event_type"})
+        )
+    );
+    let again = h.send("t/stripe", &body, opts()).await;
+    assert_eq!(again.json, duplicate());
+    let stored = rows(&h, "t/stripe").await;
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].status, Status::Ignored.as_str());
+    assert_eq!(stored[0].next_attempt_at, None);
+}
+
+/// 50 identical deliveries at once over real HTTP: one row, exactly one `duplicate:false`.
+pub async fn fifty_concurrent_identical_posts_make_one_row(inbox: Inbox) {
+    let h = harness(inbox);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = h.receiver.router();
+    let server = tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+
+    let body = stripe_body("evt_burst", "invoice.paid");
+    let (path, headers) = h.sign("t/stripe", &body, opts());
+    let client = reqwest::Client::new();
+    let url = format!("http://{addr}{path}");
+    let requests = (0..50).map(|_| {
+        let mut req = client.post(&url).body(body.clone());
+        for (k, v) in &headers {
+            req = req.header(k, v);
+        }
+        async move {
+            let res = req.send().await.unwrap();
+            (res.status().as_u16(), res.json::<Value>().await.unwrap())
+        }
+    });
+    let answers = futures::future::join_all(requests).await;
+    server.abort();
+
+    assert!(answers.iter().all(|(s, _)| *s == 200), "{answers:?}");
+    let fresh = answers.iter().filter(|(_, j)| *j == accepted()).count();
+    let dups = answers.iter().filter(|(_, j)| *j == duplicate()).count();
+    assert_eq!((fresh, dups), (1, 49));
+    assert_eq!(rows(&h, "t/stripe").await.len(), 1);
+}
