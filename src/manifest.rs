@@ -104,7 +104,10 @@ fn typed<T: DeserializeOwned>(value: serde_yaml::Value) -> std::result::Result<T
         )
     })?;
     // The derived CR type checks apiVersion and kind itself (above), so serde sees them as extra.
-    match unknown.into_iter().find(|f| f != "apiVersion" && f != "kind") {
+    match unknown
+        .into_iter()
+        .find(|f| f != "apiVersion" && f != "kind")
+    {
         Some(field) => Err(FieldError::new(field, "unknown field")),
         None => Ok(parsed),
     }

@@ -1,0 +1,72 @@
+//! The committed CRD is generated output: it must match what `hookgate crdgen` prints.
+
+use hookgate::cli::crd_yaml;
+
+const COMMITTED: &str = include_str!("../crds/webhookintegrations.hookgate.dev.yaml");
+
+#[test]
+fn committed_crd_matches_the_types() {
+    assert!(
+        COMMITTED == crd_yaml(),
+        "crds/webhookintegrations.hookgate.dev.yaml is stale: run \
+         `cargo run -- crdgen > crds/webhookintegrations.hookgate.dev.yaml` and commit it"
+    );
+}
+
+#[test]
+fn crdgen_subcommand_prints_the_committed_crd() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookgate"))
+        .arg("crdgen")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), COMMITTED);
+}
+
+#[test]
+fn crd_has_the_contracted_names_and_status_subresource() {
+    let crd: serde_yaml::Value = serde_yaml::from_str(COMMITTED).unwrap();
+    assert_eq!(crd["spec"]["group"], "hookgate.dev");
+    assert_eq!(crd["spec"]["scope"], "Namespaced");
+    assert_eq!(crd["spec"]["names"]["kind"], "WebhookIntegration");
+    assert_eq!(crd["spec"]["names"]["shortNames"][0], "whi");
+    let version = &crd["spec"]["versions"][0];
+    assert_eq!(version["name"], "v1alpha1");
+    assert!(version["subresources"]["status"].is_mapping());
+    let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    let required: Vec<&str> = spec["required"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    for field in ["scheme", "keys", "delivery"] {
+        assert!(
+            required.contains(&field),
+            "{field} must be required: {required:?}"
+        );
+    }
+    let types: Vec<&str> = spec["properties"]["scheme"]["properties"]["type"]["enum"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "stripe",
+            "github",
+            "standard-webhooks",
+            "slack",
+            "shopify",
+            "hmac-sha256",
+            "ed25519"
+        ]
+    );
+    // Rules the API server enforces that a plain schema cannot express.
+    let rules = spec["properties"]["scheme"]["x-kubernetes-validations"]
+        .as_sequence()
+        .unwrap();
+    assert!(rules[0]["rule"].as_str().unwrap().contains("hmac-sha256"));
+}
