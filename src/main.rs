@@ -4,7 +4,7 @@ use hookgate::cli::{Cli, LogFormat};
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() {
     let cli = Cli::parse();
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let fmt = tracing_subscriber::fmt()
@@ -14,5 +14,9 @@ async fn main() -> anyhow::Result<()> {
         LogFormat::Json => fmt.json().init(),
         LogFormat::Text => fmt.init(),
     }
-    hookgate::cli::run(cli).await
+    // One line with the whole context chain; no backtrace noise for a user's config mistake.
+    if let Err(e) = hookgate::cli::run(cli).await {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
 }

@@ -11,6 +11,8 @@ use hookgate::inbox::Inbox;
 use hookgate::send::SendOptions;
 use sqlx::PgPool;
 
+type Headers = Vec<(String, String)>;
+
 async fn assert_nothing_written(h: &Harness) {
     assert_eq!(
         h.receiver.inbox().counts().await.unwrap(),
@@ -168,7 +170,7 @@ async fn bad_signatures_are_401_and_malformed_headers_400(pool: PgPool) {
     let h = harness(Inbox::Postgres(pool));
     let body = stripe_body("evt_bad", "invoice.paid");
     let (path, headers) = h.sign("t/stripe", &body, opts());
-    let cases: Vec<(Vec<(String, String)>, String, StatusCode, &str)> = vec![
+    let cases: Vec<(Headers, String, StatusCode, &str)> = vec![
         (
             headers.clone(),
             body.replace("in_1", "in_2"),

@@ -60,10 +60,9 @@ async fn start(db_url: &str) -> Server {
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        if let Ok(r) = reqwest::get(format!("{}/readyz", server.admin)).await {
-            if r.status() == 200 {
-                return server;
-            }
+        let ready = reqwest::get(format!("{}/readyz", server.admin)).await;
+        if ready.is_ok_and(|r| r.status() == 200) {
+            return server;
         }
         assert!(Instant::now() < deadline, "standalone did not become ready");
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -38,15 +38,13 @@ async fn process(rx: &Receiver, route: &CompiledRoute, req: Request) -> Reply {
     if declared.is_some_and(|len| len > route.max_body_bytes as u64) {
         return Reply::BodyTooLarge;
     }
-    if let Some(limiter) = &route.limiter {
-        if let Err(not_until) = limiter.check() {
-            let wait = not_until.wait_time_from(governor::clock::Clock::now(
-                &governor::clock::DefaultClock::default(),
-            ));
-            return Reply::RateLimited {
-                retry_after_secs: wait.as_secs_f64().ceil() as u64,
-            };
-        }
+    if let Some(Err(not_until)) = route.limiter.as_ref().map(|l| l.check()) {
+        let wait = not_until.wait_time_from(governor::clock::Clock::now(
+            &governor::clock::DefaultClock::default(),
+        ));
+        return Reply::RateLimited {
+            retry_after_secs: wait.as_secs_f64().ceil() as u64,
+        };
     }
     let (parts, body) = req.into_parts();
     let body = match read_body(body, route.max_body_bytes, rx.body_timeout).await {
