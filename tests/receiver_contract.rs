@@ -7,6 +7,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use chrono::Duration;
 use common::*;
+use futures::StreamExt;
 use hookgate::inbox::Inbox;
 use hookgate::send::SendOptions;
 use sqlx::PgPool;
@@ -357,4 +358,27 @@ async fn stored_headers_exclude_signatures_and_credentials(pool: PgPool) {
         !text.contains("stripe-signature") && !text.contains("secret-token"),
         "{text}"
     );
+}
+
+/// A client that never finishes its body gets 408 instead of holding a connection forever.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn slow_body_times_out_with_408(pool: PgPool) {
+    let mut h = harness(Inbox::Postgres(pool));
+    h.receiver = h
+        .receiver
+        .clone()
+        .with_body_timeout(std::time::Duration::from_millis(200));
+    let (path, headers) = h.sign("t/stripe", "{}", opts());
+    let stream = futures::stream::once(async { Ok::<_, std::io::Error>(b"{".to_vec()) })
+        .chain(futures::stream::pending());
+    let mut req = Request::post(&path);
+    for (k, v) in &headers {
+        req = req.header(k, v);
+    }
+    let r = h.call(req.body(Body::from_stream(stream)).unwrap()).await;
+    assert_eq!(
+        (r.status, r.json),
+        (StatusCode::REQUEST_TIMEOUT, error("request_timeout"))
+    );
+    assert_nothing_written(&h).await;
 }

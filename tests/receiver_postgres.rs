@@ -21,4 +21,6 @@ on_postgres!(
     signature_replay_with_new_id_is_duplicate,
     filtered_type_is_recorded_as_ignored,
     fifty_concurrent_identical_posts_make_one_row,
+    nonces_expire_after_retention_and_are_pruned,
+    expired_unpruned_nonce_is_renewed,
 );

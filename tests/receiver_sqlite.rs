@@ -30,6 +30,8 @@ on_sqlite!(
     signature_replay_with_new_id_is_duplicate,
     filtered_type_is_recorded_as_ignored,
     fifty_concurrent_identical_posts_make_one_row,
+    nonces_expire_after_retention_and_are_pruned,
+    expired_unpruned_nonce_is_renewed,
 );
 
 /// The standalone inbox is a durable store: WAL journal and fsync on every commit.

@@ -139,3 +139,59 @@ pub async fn fifty_concurrent_identical_posts_make_one_row(inbox: Inbox) {
     assert_eq!((fresh, dups), (1, 49));
     assert_eq!(rows(&h, "t/stripe").await.len(), 1);
 }
+
+/// Signature digests are remembered for `nonceRetention` only: after it the pruner removes them,
+/// and the same signature with a new unsigned id is no longer caught (the documented limit).
+pub async fn nonces_expire_after_retention_and_are_pruned(inbox: Inbox) {
+    let h = harness(inbox);
+    let body = r#"{"ref":"refs/heads/main"}"#;
+    let sent = SendOptions {
+        event_id: Some("delivery-a".into()),
+        event_type: Some("push".into()),
+        ..opts()
+    };
+    let (path, headers) = h.sign("t/github", body, sent);
+    assert_eq!(h.post(&path, &headers, body).await.json, accepted());
+    let inbox = h.receiver.inbox();
+    // Within the window nothing is pruned and the replay is caught.
+    h.set_now(t0() + chrono::Duration::hours(23));
+    assert_eq!(
+        inbox
+            .prune_nonces(t0() + chrono::Duration::hours(23))
+            .await
+            .unwrap(),
+        0
+    );
+    let replay = with_header(&headers, "X-GitHub-Delivery", "delivery-b");
+    assert_eq!(h.post(&path, &replay, body).await.json, duplicate());
+    // 24 h after acceptance the digest is gone.
+    let later = t0() + chrono::Duration::hours(24) + chrono::Duration::milliseconds(1);
+    assert_eq!(inbox.prune_nonces(later).await.unwrap(), 1);
+    assert_eq!(inbox.counts().await.unwrap(), (1, 0));
+    h.set_now(later);
+    let replay = with_header(&headers, "X-GitHub-Delivery", "delivery-c");
+    assert_eq!(h.post(&path, &replay, body).await.json, accepted());
+}
+
+/// An expired digest that was not pruned yet is renewed in place, not treated as a replay.
+pub async fn expired_unpruned_nonce_is_renewed(inbox: Inbox) {
+    let h = harness(inbox);
+    let body = r#"{"ref":"refs/tags/v1"}"#;
+    let sent = SendOptions {
+        event_id: Some("delivery-x".into()),
+        event_type: Some("push".into()),
+        ..opts()
+    };
+    let (path, headers) = h.sign("t/github", body, sent);
+    assert_eq!(h.post(&path, &headers, body).await.json, accepted());
+    h.set_now(t0() + chrono::Duration::hours(25));
+    let replay = with_header(&headers, "X-GitHub-Delivery", "delivery-y");
+    assert_eq!(h.post(&path, &replay, body).await.json, accepted());
+    let replay = with_header(&headers, "X-GitHub-Delivery", "delivery-z");
+    assert_eq!(
+        h.post(&path, &replay, body).await.json,
+        duplicate(),
+        "renewed for another window"
+    );
+    assert_eq!(h.receiver.inbox().counts().await.unwrap(), (2, 1));
+}
