@@ -16,7 +16,14 @@ async fn main() {
     }
     // One line with the whole context chain; no backtrace noise for a user's config mistake.
     if let Err(e) = hookgate::cli::run(cli).await {
-        eprintln!("error: {e:#}");
+        // Library errors already include their cause in Display; print each cause once.
+        let mut msg = e.to_string();
+        for cause in e.chain().skip(1).map(ToString::to_string) {
+            if !msg.contains(&cause) {
+                msg = format!("{msg}: {cause}");
+            }
+        }
+        eprintln!("error: {msg}");
         std::process::exit(1);
     }
 }

@@ -245,9 +245,26 @@ impl Manifests {
             .collect()
     }
 
-    /// Compiles into a route table, refusing two integrations on one path.
+    /// Compiles into a route table, refusing two integrations on one path (named with both files).
     pub fn route_table(&self) -> Result<RouteTable> {
         let routes = self.compile()?;
+        // `compile` keeps the order of `integrations`, so route i came from integration i.
+        for (i, r) in routes.iter().enumerate() {
+            if let Some(j) = routes[..i].iter().position(|p| p.path == r.path) {
+                let (first, second) = (&self.integrations[j], &self.integrations[i]);
+                return Err(manifest_err(
+                    &second.file,
+                    second.object(),
+                    "spec.path",
+                    format!(
+                        "path {} is claimed by both {} (in {}) and this integration",
+                        r.path,
+                        first.object(),
+                        first.file
+                    ),
+                ));
+            }
+        }
         RouteTable::new(routes).map_err(Error::Config)
     }
 

@@ -30,6 +30,15 @@ impl Inbox {
     /// Connects to `postgres://…` or `sqlite://…`. A SQLite file is created when missing and
     /// opened in WAL mode with full fsync: the inbox is a durable store, not a cache.
     pub async fn connect(url: &str) -> Result<Self> {
+        Self::open(url).await.map_err(|e| match e {
+            Error::Database(e) => {
+                Error::Config(format!("cannot open the inbox at {}: {e}", redact_url(url)))
+            }
+            other => other,
+        })
+    }
+
+    async fn open(url: &str) -> Result<Self> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let pool = PgPoolOptions::new()
                 .max_connections(16)
