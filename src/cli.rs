@@ -77,7 +77,8 @@ pub struct SendArgs {
     pub body_file: Option<PathBuf>,
     #[arg(long)]
     pub body: Option<String>,
-    /// Receiver base URL; the integration's path is appended.
+    /// Receiver URL. Without a path the integration's route is appended; with one it is used as is
+    /// (for a receiver behind an ingress that rewrites paths).
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     pub url: String,
     /// Private key for Ed25519 schemes (raw, base64, hex or PKCS#8 PEM).
@@ -213,7 +214,7 @@ async fn send(a: SendArgs) -> anyhow::Result<()> {
         chrono::Utc::now(),
     )
     .map_err(|e| anyhow::anyhow!("{}: {}: {e}", loaded.file, loaded.object()))?;
-    let url = format!("{}{}", a.url.trim_end_matches('/'), req.path);
+    let url = target_url(&a.url, &req.path)?;
     let mut builder = reqwest::Client::new().post(&url).body(req.body);
     for (k, v) in &req.headers {
         builder = builder.header(k, v);
@@ -227,6 +228,18 @@ async fn send(a: SendArgs) -> anyhow::Result<()> {
     println!("{} {}", status.as_u16(), text);
     eprintln!("(signed with key {:?})", req.key_id);
     Ok(())
+}
+
+/// `--url` with no path gets the integration's route; a URL with a path is taken as given.
+fn target_url(url: &str, route: &str) -> anyhow::Result<String> {
+    let parsed = reqwest::Url::parse(url).with_context(|| format!("--url {url:?}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        bail!("--url {url:?}: use an http:// or https:// URL");
+    }
+    Ok(match parsed.path() {
+        "" | "/" => format!("{}{route}", url.trim_end_matches('/')),
+        _ => url.to_string(),
+    })
 }
 
 fn table(rows: &[EventSummary]) -> String {
@@ -264,4 +277,33 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
     tracing::info!("shutting down");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::target_url;
+
+    #[test]
+    fn send_url_appends_the_route_only_to_a_bare_base() {
+        let route = "/hooks/payments/stripe";
+        assert_eq!(
+            target_url("http://127.0.0.1:8080", route).unwrap(),
+            "http://127.0.0.1:8080/hooks/payments/stripe"
+        );
+        assert_eq!(
+            target_url("https://h.example/", route).unwrap(),
+            "https://h.example/hooks/payments/stripe"
+        );
+        assert_eq!(
+            target_url("https://h.example/in/stripe", route).unwrap(),
+            "https://h.example/in/stripe"
+        );
+        assert!(
+            target_url("ftp://h.example", route)
+                .unwrap_err()
+                .to_string()
+                .contains("--url")
+        );
+        assert!(target_url("not a url", route).is_err());
+    }
 }

@@ -1,14 +1,17 @@
 #![forbid(unsafe_code)]
 use clap::Parser;
 use hookgate::cli::{Cli, LogFormat};
+use std::io::IsTerminal;
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() {
     let cli = Cli::parse();
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colour only on a terminal: log files and collectors get plain text.
     let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match cli.log_format {
         LogFormat::Json => fmt.json().init(),

@@ -49,7 +49,9 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let (table, inbox) = prepare(&cfg).await?;
-    for r in table.iter() {
+    let mut routes: Vec<_> = table.iter().collect();
+    routes.sort_by(|a, b| a.path.cmp(&b.path));
+    for r in routes {
         let keys: Vec<&str> = r.verifier.keys().iter().map(|k| k.id.as_str()).collect();
         tracing::info!(integration = %r.integration, path = %r.path, scheme = r.verifier.scheme().name(), keys = ?keys, "route ready");
     }

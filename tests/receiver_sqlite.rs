@@ -23,16 +23,7 @@ macro_rules! on_sqlite {
     )*};
 }
 
-on_sqlite!(
-    accept_then_duplicate,
-    provider_retry_is_duplicate,
-    dedupe_conflict_is_counted,
-    signature_replay_with_new_id_is_duplicate,
-    filtered_type_is_recorded_as_ignored,
-    fifty_concurrent_identical_posts_make_one_row,
-    nonces_expire_after_retention_and_are_pruned,
-    expired_unpruned_nonce_is_renewed,
-);
+every_scenario!(on_sqlite);
 
 /// The standalone inbox is a durable store: WAL journal and fsync on every commit.
 #[tokio::test]

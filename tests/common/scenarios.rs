@@ -1,4 +1,22 @@
-//! Receiver behaviours that must hold on every inbox backend. Each backend's test file calls them.
+//! Receiver behaviours that must hold on every inbox backend. Each backend's test file expands
+//! `every_scenario!` with its own test macro, so a scenario added here runs on all of them.
+
+/// Calls `$backend!(name, ...)` with every scenario in this file.
+#[macro_export]
+macro_rules! every_scenario {
+    ($backend:ident) => {
+        $backend!(
+            accept_then_duplicate,
+            provider_retry_is_duplicate,
+            dedupe_conflict_is_counted,
+            signature_replay_with_new_id_is_duplicate,
+            filtered_type_is_recorded_as_ignored,
+            fifty_concurrent_identical_posts_make_one_row,
+            nonces_expire_after_retention_and_are_pruned,
+            expired_unpruned_nonce_is_renewed,
+        );
+    };
+}
 
 use super::*;
 use hookgate::inbox::{ListFilter, Status};
