@@ -382,3 +382,28 @@ async fn slow_body_times_out_with_408(pool: PgPool) {
     );
     assert_nothing_written(&h).await;
 }
+
+/// Ids and types the store cannot hold as text are a bad request (400), never a 503.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn unstorable_event_ids_and_types_are_400(pool: PgPool) {
+    let h = harness(Inbox::Postgres(pool));
+    let long = "x".repeat(513);
+    for body in [
+        r#"{"id":"evt\u0000nul","type":"invoice.paid"}"#.to_string(),
+        r#"{"id":"evt_ok","type":"invoice.\u0000"}"#.to_string(),
+        format!(r#"{{"id":"{long}","type":"invoice.paid"}}"#),
+        r#"{"id":"","type":"invoice.paid"}"#.to_string(),
+        r#"{"id":{"nested":1},"type":"invoice.paid"}"#.to_string(),
+        "not json".to_string(),
+    ] {
+        let r = h.send("t/stripe", &body, opts()).await;
+        assert_eq!(
+            (r.status, r.json),
+            (StatusCode::BAD_REQUEST, error("malformed_request")),
+            "{body}"
+        );
+    }
+    assert_nothing_written(&h).await;
+    let ok = format!(r#"{{"id":"{}","type":"invoice.paid"}}"#, "x".repeat(512));
+    assert_eq!(h.send("t/stripe", &ok, opts()).await.json, accepted());
+}

@@ -14,8 +14,8 @@ use axum::http::{HeaderMap, Method, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-/// Longest event id we store; longer ones are refused rather than truncated.
-const MAX_EVENT_ID_LEN: usize = 512;
+/// Longest event id or type we store; longer ones are refused rather than truncated.
+const MAX_FIELD_LEN: usize = 512;
 
 pub(super) async fn handle(State(rx): State<Receiver>, req: Request) -> Response {
     let table = rx.routes.load_full();
@@ -82,12 +82,18 @@ async fn process(rx: &Receiver, route: &CompiledRoute, req: Request) -> Reply {
     let json = needs_json(route)
         .then(|| serde_json::from_slice::<Value>(&body).ok())
         .flatten();
-    let Some(event_id) = extract(&route.event_id, &parts.headers, json.as_ref())
-        .filter(|id| !id.is_empty() && id.len() <= MAX_EVENT_ID_LEN)
+    let Some(event_id) =
+        extract(&route.event_id, &parts.headers, json.as_ref()).filter(|id| !id.is_empty())
     else {
         return Reply::Malformed;
     };
     let event_type = extract(&route.event_type, &parts.headers, json.as_ref());
+    // Control characters (NUL above all) cannot be stored as text; refuse them as a bad request
+    // rather than let the database turn them into a 503.
+    let storable = |v: &str| v.len() <= MAX_FIELD_LEN && !v.chars().any(char::is_control);
+    if !storable(&event_id) || !event_type.as_deref().is_none_or(storable) {
+        return Reply::Malformed;
+    }
     let ignored = !route.allows(event_type.as_deref());
 
     let content_type = parts
