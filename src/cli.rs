@@ -38,12 +38,21 @@ pub enum Command {
     Crdgen,
     /// Run the receiver from manifest files, on SQLite by default.
     Standalone(StandaloneArgs),
+    /// Run only the delivery workers (cluster mode: receivers run elsewhere).
+    Worker(WorkerModeArgs),
+    /// A local destination that prints every delivery (and checks its signature).
+    Sink(crate::worker::sink::SinkArgs),
     /// Sign a request exactly like the integration's provider and send it.
     Send(SendArgs),
     /// Inspect the inbox.
     Inbox {
         #[command(subcommand)]
         command: InboxCommand,
+    },
+    /// Inspect, replay and purge dead letters.
+    Dlq {
+        #[command(subcommand)]
+        command: crate::dlq::DlqCommand,
     },
     /// Apply database migrations and exit.
     Migrate {
@@ -64,6 +73,63 @@ pub struct StandaloneArgs {
     pub admin_listen: String,
     #[arg(long, env = "HOOKGATE_DATABASE_URL", default_value = DEFAULT_DB)]
     pub database_url: String,
+    #[command(flatten)]
+    pub worker: WorkerArgs,
+}
+
+/// `hookgate worker`: the delivery workers alone, against a shared database.
+#[derive(Args, Debug)]
+pub struct WorkerModeArgs {
+    /// Manifest files or directories: the integrations whose events this process delivers.
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<PathBuf>,
+    #[arg(long, env = "HOOKGATE_DATABASE_URL", default_value = DEFAULT_DB)]
+    pub database_url: String,
+    /// Admin endpoints: /metrics, /healthz, /readyz. Empty string disables them.
+    #[arg(long, default_value = "127.0.0.1:9091", env = "HOOKGATE_ADMIN_LISTEN")]
+    pub admin_listen: String,
+    #[command(flatten)]
+    pub worker: WorkerArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct WorkerArgs {
+    /// Deliveries in flight at once in this process.
+    #[arg(long, default_value_t = 16, env = "HOOKGATE_CONCURRENCY")]
+    pub concurrency: usize,
+    /// How long a claimed event is leased; must exceed the longest delivery timeout.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub lease: std::time::Duration,
+    /// Pause between claims when nothing is due.
+    #[arg(long, default_value = "250ms", value_parser = humantime::parse_duration)]
+    pub poll: std::time::Duration,
+    /// On SIGTERM, how long in-flight deliveries may finish before their claims are released.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub grace: std::time::Duration,
+}
+
+impl WorkerArgs {
+    fn config(&self) -> anyhow::Result<crate::worker::WorkerConfig> {
+        if self.concurrency == 0 {
+            bail!("--concurrency must be at least 1");
+        }
+        Ok(crate::worker::WorkerConfig {
+            concurrency: self.concurrency,
+            lease: self.lease,
+            poll: self.poll,
+            grace: self.grace,
+            ..Default::default()
+        })
+    }
+}
+
+fn admin_addr(s: &str) -> anyhow::Result<Option<SocketAddr>> {
+    match s {
+        "" => Ok(None),
+        s => Ok(Some(
+            s.parse().with_context(|| format!("--admin-listen {s:?}"))?,
+        )),
+    }
 }
 
 #[derive(Args, Debug)]
@@ -129,19 +195,28 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Standalone(a) => {
-            let admin_listen = match a.admin_listen.as_str() {
-                "" => None,
-                s => Some(s.parse().with_context(|| format!("--admin-listen {s:?}"))?),
-            };
             let cfg = standalone::Config {
                 files: a.files,
-                listen: a.listen,
-                admin_listen,
+                listen: Some(a.listen),
+                admin_listen: admin_addr(&a.admin_listen)?,
                 database_url: a.database_url,
+                worker: a.worker.config()?,
             };
             standalone::run(cfg, shutdown_signal()).await?;
             Ok(())
         }
+        Command::Worker(a) => {
+            let cfg = standalone::Config {
+                files: a.files,
+                listen: None,
+                admin_listen: admin_addr(&a.admin_listen)?,
+                database_url: a.database_url,
+                worker: a.worker.config()?,
+            };
+            standalone::run(cfg, shutdown_signal()).await?;
+            Ok(())
+        }
+        Command::Sink(a) => crate::worker::sink::run(a, shutdown_signal()).await,
         Command::Send(a) => send(a).await,
         Command::Inbox {
             command:
@@ -168,6 +243,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Dlq { command } => crate::dlq::run(command).await,
         Command::Migrate { database_url } => {
             Inbox::connect(&database_url).await?.migrate().await?;
             eprintln!("migrations applied");

@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod crd;
+pub mod dlq;
 mod error;
 pub mod inbox;
 pub mod manifest;
@@ -11,5 +12,6 @@ pub mod metrics;
 pub mod receiver;
 pub mod send;
 pub mod standalone;
+pub mod worker;
 
 pub use error::{Error, Result};

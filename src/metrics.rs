@@ -29,6 +29,8 @@ pub struct Metrics {
     pub signature_failures: Family<ReasonLabels, Counter>,
     pub duplicates: Family<IntegrationLabels, Counter>,
     pub dedupe_conflicts: Family<IntegrationLabels, Counter>,
+    pub deliveries: Family<OutcomeLabels, Counter>,
+    pub ordering_ungated: Family<IntegrationLabels, Counter>,
     registry: Registry,
 }
 
@@ -56,12 +58,31 @@ impl Metrics {
             "Known event ids that arrived again with a different body",
             m.dedupe_conflicts.clone(),
         );
+        registry.register(
+            "delivery_attempts",
+            "Delivery attempts and gate decisions by integration and result (processed, retry, dead_letter, ignored)",
+            m.deliveries.clone(),
+        );
+        registry.register(
+            "ordering_ungated",
+            "Events of an ordered integration delivered without the gate (no resource id or version, or a version of another kind)",
+            m.ordering_ungated.clone(),
+        );
         m.registry = registry;
         m
     }
 
     pub fn request(&self, integration: &str, outcome: &str) {
         self.requests
+            .get_or_create(&OutcomeLabels {
+                integration: integration.to_string(),
+                outcome: outcome.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn delivery(&self, integration: &str, outcome: &str) {
+        self.deliveries
             .get_or_create(&OutcomeLabels {
                 integration: integration.to_string(),
                 outcome: outcome.to_string(),

@@ -1,10 +1,11 @@
-//! `hookgate standalone`: receiver (and, later, workers) from manifest files on one machine.
+//! `hookgate standalone`: receiver and workers from manifest files on one machine.
 
 use crate::inbox::Inbox;
 use crate::manifest;
 use crate::metrics::Metrics;
 use crate::receiver::Receiver;
 use crate::receiver::route::RouteTable;
+use crate::worker::{self, Worker, WorkerConfig};
 use crate::{Error, Result};
 use axum::Router;
 use axum::extract::State;
@@ -13,15 +14,16 @@ use axum::routing::get;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::net::TcpListener;
 
 #[derive(Debug, Clone)]
 pub struct Config {
     pub files: Vec<PathBuf>,
-    pub listen: SocketAddr,
+    /// `None`: workers only (`hookgate worker`).
+    pub listen: Option<SocketAddr>,
     pub admin_listen: Option<SocketAddr>,
     pub database_url: String,
+    pub worker: WorkerConfig,
 }
 
 /// Loads and compiles the manifests, opens and migrates the inbox. Fails before anything listens.
@@ -43,7 +45,8 @@ pub async fn prepare(cfg: &Config) -> Result<(RouteTable, Inbox)> {
     Ok((table, inbox))
 }
 
-/// Serves until `shutdown` resolves.
+/// Serves the receiver and runs the workers until `shutdown` resolves; then the receiver stops
+/// accepting and the workers finish or release what they hold.
 pub async fn run(
     cfg: Config,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
@@ -53,26 +56,53 @@ pub async fn run(
     routes.sort_by(|a, b| a.path.cmp(&b.path));
     for r in routes {
         let keys: Vec<&str> = r.verifier.keys().iter().map(|k| k.id.as_str()).collect();
-        tracing::info!(integration = %r.integration, path = %r.path, scheme = r.verifier.scheme().name(), keys = ?keys, "route ready");
+        tracing::info!(integration = %r.integration, path = %r.path, scheme = r.verifier.scheme().name(), keys = ?keys, delivery = %r.delivery.url, "route ready");
     }
     let metrics = Arc::new(Metrics::new());
-    let receiver = Receiver::new(table, inbox, metrics.clone());
-    let pruner = receiver.spawn_nonce_pruner(Duration::from_secs(600));
+    let targets = worker::targets(&table);
+    let receiver = Receiver::new(table, inbox.clone(), metrics.clone());
+    let worker = Worker::new(inbox, targets, cfg.worker.clone(), metrics.clone());
 
-    let listener = bind(cfg.listen).await?;
-    tracing::info!(addr = %listener.local_addr().map_err(io(cfg.listen))?, database = %crate::inbox::redact_url(&cfg.database_url), "receiver listening");
+    let listener = match cfg.listen {
+        Some(addr) => {
+            let l = bind(addr).await?;
+            tracing::info!(addr = %l.local_addr().map_err(io(addr))?, database = %crate::inbox::redact_url(&cfg.database_url), "receiver listening");
+            Some((addr, l))
+        }
+        None => None,
+    };
     if let Some(addr) = cfg.admin_listen {
         let admin = bind(addr).await?;
         tracing::info!(%addr, "admin endpoints (/metrics, /healthz, /readyz) listening");
         let router = admin_router(receiver.clone(), metrics);
         tokio::spawn(async move { axum::serve(admin, router).await });
     }
-    let served = axum::serve(listener, receiver.router())
-        .with_graceful_shutdown(shutdown)
-        .await;
-    pruner.abort();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    });
+    let signal = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let workers = tokio::spawn({
+        let (worker, rx) = (worker.clone(), stopped.clone());
+        async move { worker.run(signal(rx)).await }
+    });
+    tracing::info!(concurrency = cfg.worker.concurrency, "workers running");
+    let served = match listener {
+        Some((addr, l)) => axum::serve(l, receiver.router())
+            .with_graceful_shutdown(signal(stopped))
+            .await
+            .map_err(io(addr)),
+        None => {
+            signal(stopped).await;
+            Ok(())
+        }
+    };
+    let _ = workers.await;
     receiver.inbox().close().await;
-    served.map_err(io(cfg.listen))
+    served
 }
 
 fn io(addr: SocketAddr) -> impl Fn(std::io::Error) -> Error {

@@ -50,6 +50,12 @@ if [ -z "${DATABASE_URL:-}" ]; then
   start_throwaway_postgres
 fi
 
+# The delivery-signature test checks hookgate's output with an independent implementation.
+if ! python3 -c 'import standardwebhooks' >/dev/null 2>&1; then
+  python3 -m pip install --quiet --disable-pip-version-check standardwebhooks \
+    || echo "tests/run.sh: could not install the standardwebhooks Python package; that test will be skipped" >&2
+fi
+
 if cargo fmt --version >/dev/null 2>&1; then
   cargo fmt --all -- --check
 fi

@@ -1,6 +1,9 @@
 //! `hookgate standalone`, `send` and `inbox list` as a user runs them: real processes, real HTTP on
 //! loopback, the shipped example manifests, a SQLite inbox in a temp directory.
 
+mod common;
+
+use common::destination::Destination;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -41,11 +44,29 @@ impl Drop for Server {
     }
 }
 
-async fn start(db_url: &str) -> Server {
+/// The shipped examples with their delivery URLs pointed at `dest`.
+fn examples_delivering_to(dir: &Path, dest: &str) -> PathBuf {
+    let out = dir.join("examples");
+    std::fs::create_dir_all(&out).unwrap();
+    let base = dest.trim_end_matches("/deliver");
+    for entry in std::fs::read_dir(repo("config/examples")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let text = std::fs::read_to_string(&path)
+                .unwrap()
+                .replace("http://127.0.0.1:9000", base);
+            std::fs::write(out.join(path.file_name().unwrap()), text).unwrap();
+        }
+    }
+    out
+}
+
+async fn start(db_url: &str, examples: &Path) -> Server {
     let (port, admin_port) = (free_port(), free_port());
     let child = Command::new(BIN)
         .args(["standalone", "-f"])
-        .arg(repo("config/examples"))
+        .arg(examples)
+        .args(["--poll", "50ms"])
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
         .args(["--database-url", db_url])
@@ -113,7 +134,8 @@ fn list(db_url: &str, extra: &[&str]) -> Vec<Value> {
 async fn examples_serve_and_every_provider_format_is_accepted() {
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("hookgate.db").display());
-    let server = start(&db).await;
+    let dest = Destination::start().await;
+    let server = start(&db, &examples_delivering_to(dir.path(), &dest.url)).await;
     let base = server.base.as_str();
     let key = |k: &str| {
         repo(&format!("config/examples/keys/{k}"))
@@ -234,9 +256,27 @@ async fn examples_serve_and_every_provider_format_is_accepted() {
         .collect();
     keys.sort();
     assert_eq!(keys, ["v1", "v2"]);
+
+    // The workers beside the receiver deliver every accepted event to the destination.
+    let delivered = dest.wait_for(cases.len(), Duration::from_secs(30)).await;
+    assert_eq!(delivered.len(), cases.len());
+    let stripe = delivered
+        .iter()
+        .find(|r| r.header("hookgate-integration") == "payments/stripe")
+        .unwrap();
+    assert_eq!(stripe.body, std::fs::read(&invoice).unwrap());
+    assert!(
+        stripe.header("webhook-signature").starts_with("v1,"),
+        "stripe.yaml signs deliveries"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while list(&db, &["--status", "processed"]).len() < cases.len() {
+        assert!(Instant::now() < deadline, "rows not marked processed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let stripe = list(
         &db,
-        &["--integration", "payments/stripe", "--status", "pending"],
+        &["--integration", "payments/stripe", "--status", "processed"],
     );
     assert_eq!(stripe[0]["event_id"], "evt_1QexampleInvoicePaid");
     assert_eq!(stripe[0]["event_type"], "invoice.paid");

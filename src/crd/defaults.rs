@@ -11,6 +11,16 @@ pub const SIGNATURE_HEADER: &str = "X-Signature";
 pub const TIMESTAMP_HEADER: &str = "X-Timestamp";
 pub const EVENT_ID_HEADER: &str = "X-Event-Id";
 pub const KEY_ID_HEADER: &str = "X-Key-Id";
+pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(10);
+pub const RETENTION_PAYLOAD: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+pub const RETENTION_DEDUPE: Duration = Duration::from_secs(30 * 24 * 60 * 60);
+/// `spec.delivery.retry.schedule` when unset.
+pub fn retry_schedule() -> Vec<Duration> {
+    [30, 2 * 60, 10 * 60, 60 * 60, 6 * 60 * 60, 24 * 60 * 60]
+        .into_iter()
+        .map(Duration::from_secs)
+        .collect()
+}
 pub const SIGNED_PAYLOAD: &str = "{timestamp}.{event_id}.{body}";
 
 /// `/hooks/{namespace}/{name}`

@@ -57,6 +57,12 @@ pub struct WebhookIntegrationSpec {
     /// Per-route request limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Limits>,
+    /// Deliver events of one resource in version order; older versions are ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordering: Option<OrderingSpec>,
+    /// How long finished events keep their body and their dedupe key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<RetentionSpec>,
 }
 
 #[derive(Deserialize, Serialize, Clone, Copy, Debug, JsonSchema, PartialEq, Eq)]
@@ -176,6 +182,52 @@ pub struct DeliverySpec {
     /// http(s) URL that receives the events.
     #[schemars(regex(pattern = r"^https?://.+"))]
     pub url: String,
+    /// Secret key holding a Standard Webhooks secret (`whsec_` + base64) used to sign every
+    /// delivery (`webhook-id`, `webhook-timestamp`, `webhook-signature`). Unset: no signature headers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_secret_ref: Option<SecretKeyRef>,
+    /// Original request headers passed through to the destination (never the provider's signature).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forward_headers: Vec<String>,
+    /// Per-attempt timeout, e.g. `10s`. Default `10s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"))]
+    pub timeout: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetrySpec>,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RetrySpec {
+    /// Delay before each retry; an event gets one attempt plus one per entry, then is
+    /// dead-lettered. Default `[30s, 2m, 10m, 1h, 6h, 24h]`; each delay gets ±10 % jitter.
+    #[serde(default)]
+    pub schedule: Vec<String>,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct OrderingSpec {
+    /// JSON pointer to the resource id in the body, e.g. `/data/object/id`.
+    #[schemars(regex(pattern = r"^/.*$"))]
+    pub resource_id_pointer: String,
+    /// JSON pointer to the version: an integer or an RFC 3339 timestamp, e.g. `/data/version`.
+    #[schemars(regex(pattern = r"^/.*$"))]
+    pub version_pointer: String,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RetentionSpec {
+    /// Bodies of processed and ignored events are dropped after this. Default `7d`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"))]
+    pub payload: Option<String>,
+    /// Processed and ignored events (and so their dedupe keys) are deleted after this. Default `30d`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"))]
+    pub dedupe: Option<String>,
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema, PartialEq, Eq)]

@@ -3,9 +3,24 @@
 //! Both backends run the same SQL; the `backend!` macro expands one body per pool type so the
 //! statements cannot drift apart.
 
+/// Expands `$body` with `$pool` bound to the concrete pool of whichever backend `$inbox` is.
+macro_rules! backend {
+    ($inbox:expr, $pool:ident => $body:expr) => {
+        match $inbox {
+            Inbox::Postgres($pool) => $body,
+            Inbox::Sqlite($pool) => $body,
+        }
+    };
+}
+
+mod delivery;
+mod dlq;
 mod event;
+mod retention;
 mod store;
 
+pub use delivery::{Attempt, Claimed, Completion};
+pub use dlq::*;
 pub use event::{EventSummary, InsertOutcome, ListFilter, NewEvent, Status};
 
 use crate::{Error, Result};

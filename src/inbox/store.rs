@@ -30,16 +30,6 @@ const LIST: &str = "SELECT id, integration, event_id, event_type, status, scheme
 
 const PRUNE_NONCES: &str = "DELETE FROM signature_nonces WHERE expires_at <= $1";
 
-/// Expands `$body` with `$pool` bound to the concrete pool of whichever backend `$inbox` is.
-macro_rules! backend {
-    ($inbox:expr, $pool:ident => $body:expr) => {
-        match $inbox {
-            Inbox::Postgres($pool) => $body,
-            Inbox::Sqlite($pool) => $body,
-        }
-    };
-}
-
 impl Inbox {
     /// Stores `ev` unless it is a duplicate, a conflict or a replay. The nonce and the event are
     /// written in one transaction: after an error nothing of the attempt remains.

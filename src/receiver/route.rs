@@ -5,6 +5,7 @@
 use crate::crd::validate::{self, FieldError};
 use crate::crd::{SchemeType, SignatureEncoding, WebhookIntegration, defaults};
 use crate::receiver::verify::{Encoding, GenericScheme, Key, Scheme, Template, Verifier};
+use crate::worker::target::DeliveryTarget;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use kube::ResourceExt;
 use std::collections::{BTreeMap, HashMap};
@@ -39,7 +40,8 @@ pub struct CompiledRoute {
     pub allow: Option<Vec<WildMatch>>,
     pub max_body_bytes: usize,
     pub limiter: Option<DefaultDirectRateLimiter>,
-    pub delivery_url: String,
+    /// Shared with the workers, which look targets up by integration.
+    pub delivery: Arc<DeliveryTarget>,
 }
 
 impl CompiledRoute {
@@ -206,6 +208,14 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
             .as_ref()
             .unwrap_or(&defaults::event_type(spec.scheme.type_)),
     );
+    let integration = format!("{namespace}/{name}");
+    let delivery = crate::worker::target::compile(
+        spec,
+        &namespace,
+        &integration,
+        secrets,
+        &scheme.signature_headers(),
+    )?;
     let replay = spec.replay.clone().unwrap_or_default();
     let tolerance = match &replay.tolerance {
         Some(t) => validate::duration("spec.replay.tolerance", t)?,
@@ -224,7 +234,7 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
             RateLimiter::direct(Quota::per_second(rps).allow_burst(burst))
         });
     Ok(CompiledRoute {
-        integration: format!("{namespace}/{name}"),
+        integration,
         path: spec
             .path
             .clone()
@@ -242,7 +252,7 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
             .map(|e| e.allow.iter().map(|p| WildMatch::new(p)).collect()),
         max_body_bytes: limits.max_body_bytes.unwrap_or(defaults::MAX_BODY_BYTES) as usize,
         limiter,
-        delivery_url: spec.delivery.url.clone(),
+        delivery: Arc::new(delivery),
     })
 }
 
@@ -330,7 +340,7 @@ delivery: {url: "https://app.example.com/in"}
         let r = compiled("stripe", "scheme: {type: stripe}");
         assert_eq!(r.path, "/hooks/payments/stripe");
         assert_eq!(r.integration, "payments/stripe");
-        assert_eq!(r.delivery_url, "https://app.example.com/in");
+        assert_eq!(r.delivery.url, "https://app.example.com/in");
     }
 
     #[test]

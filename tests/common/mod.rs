@@ -244,4 +244,5 @@ pub fn without_header(headers: &[(String, String)], name: &str) -> Vec<(String, 
 pub fn stripe_body(id: &str, ty: &str) -> String {
     format!(r#"{{"id":"{id}","object":"event","type":"{ty}","data":{{"object":{{"id":"in_1"}}}}}}"#)
 }
+pub mod destination;
 pub mod scenarios;

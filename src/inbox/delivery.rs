@@ -1,0 +1,264 @@
+//! The worker's side of the inbox: claiming due events as leases, recording attempts, and
+//! finishing or releasing a claim. Every write after the claim is fenced on (id, attempts), so a
+//! worker whose lease expired and was re-claimed elsewhere cannot overwrite the newer attempt.
+
+use super::Inbox;
+use crate::Result;
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+
+/// An event leased to this worker until `locked_until`.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub id: i64,
+    pub integration: String,
+    pub event_id: String,
+    pub event_type: Option<String>,
+    /// `[[name, value], ...]` as stored by the receiver.
+    pub headers: serde_json::Value,
+    pub content_type: Option<String>,
+    pub body: Vec<u8>,
+    /// 1-based number of the attempt this claim is for; also the fencing token.
+    pub attempt: i64,
+    pub received_at: DateTime<Utc>,
+    pub signed_at: Option<DateTime<Utc>>,
+}
+
+/// How a claimed event ends this round.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Completion {
+    /// Delivered; `version` = (resource id, stored version) advances the ordering gate.
+    Processed {
+        version: Option<(String, String)>,
+    },
+    Retry {
+        next_attempt_at: DateTime<Utc>,
+        error: String,
+    },
+    DeadLetter {
+        error: String,
+    },
+    /// Never delivered (ordering gate): `stale_version` or `duplicate_version`.
+    Ignored {
+        reason: &'static str,
+    },
+}
+
+/// One delivery attempt, as recorded with the event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attempt {
+    pub started_at: DateTime<Utc>,
+    pub duration_ms: i64,
+    pub status_code: Option<i64>,
+    pub error: Option<String>,
+}
+
+/// Leases due rows and rows whose lease expired. Postgres adds `FOR UPDATE SKIP LOCKED` so
+/// concurrent workers skip each other's rows; SQLite has one writer at a time, so the single
+/// UPDATE statement is already atomic there.
+macro_rules! claim_sql {
+    ($lock:literal) => {
+        concat!(
+            "UPDATE inbox_events SET status = 'processing', locked_until = $1, attempts = attempts + 1 ",
+            "WHERE id IN (SELECT id FROM inbox_events ",
+            "WHERE (status IN ('pending', 'retry') AND next_attempt_at <= $2) ",
+            "OR (status = 'processing' AND locked_until <= $2) ",
+            "ORDER BY next_attempt_at LIMIT $3",
+            $lock,
+            ") RETURNING id, integration, event_id, event_type, headers, content_type, body, ",
+            "attempts, received_at, signed_at"
+        )
+    };
+}
+
+const CLAIM_PG: &str = claim_sql!(" FOR UPDATE SKIP LOCKED");
+const CLAIM_SQLITE: &str = claim_sql!("");
+
+const FINISH: &str = "UPDATE inbox_events SET status = $1, next_attempt_at = $2, locked_until = NULL, \
+     last_error = COALESCE($3, last_error), processed_at = $4, dead_lettered_at = $5, ignored_reason = $6 \
+     WHERE id = $7 AND status = 'processing' AND attempts = $8";
+
+const RECORD_ATTEMPT: &str = "INSERT INTO delivery_attempts \
+     (event_row, attempt, started_at, duration_ms, status_code, error, outcome) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7)";
+
+const ADVANCE_VERSION: &str = "UPDATE resource_versions SET version = $1, updated_at = $2 \
+     WHERE integration = $3 AND resource_id = $4";
+
+const LOCK_RESOURCE: &str = "INSERT INTO resource_versions \
+     (integration, resource_id, version, updated_at, locked_until, lock_token) \
+     VALUES ($1, $2, NULL, $3, $4, $5) ON CONFLICT (integration, resource_id) \
+     DO UPDATE SET locked_until = excluded.locked_until, lock_token = excluded.lock_token \
+     WHERE resource_versions.locked_until IS NULL OR resource_versions.locked_until <= $3 \
+     RETURNING version";
+
+const UNLOCK_RESOURCE: &str = "UPDATE resource_versions SET locked_until = NULL, lock_token = NULL \
+     WHERE integration = $1 AND resource_id = $2 AND lock_token = $3";
+
+const RELEASE: &str = "UPDATE inbox_events SET attempts = attempts - 1, locked_until = NULL, \
+     next_attempt_at = $1, status = CASE WHEN attempts - 1 = 0 THEN 'pending' ELSE 'retry' END \
+     WHERE id = $2 AND status = 'processing' AND attempts = $3";
+
+impl Inbox {
+    /// Leases up to `limit` due events (and events whose previous lease expired) until `lease_until`.
+    pub async fn claim(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<Claimed>> {
+        let sql = match self {
+            Inbox::Postgres(_) => CLAIM_PG,
+            Inbox::Sqlite(_) => CLAIM_SQLITE,
+        };
+        backend!(self, pool => {
+            let rows = sqlx::query(sql).bind(lease_until).bind(now).bind(limit).fetch_all(pool).await?;
+            rows.iter()
+                .map(|r| {
+                    let headers: sqlx::types::Json<serde_json::Value> = r.try_get("headers")?;
+                    Ok(Claimed {
+                        id: r.try_get("id")?,
+                        integration: r.try_get("integration")?,
+                        event_id: r.try_get("event_id")?,
+                        event_type: r.try_get("event_type")?,
+                        headers: headers.0,
+                        content_type: r.try_get("content_type")?,
+                        body: r.try_get("body")?,
+                        attempt: r.try_get("attempts")?,
+                        received_at: r.try_get("received_at")?,
+                        signed_at: r.try_get("signed_at")?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// Ends a claim: the new status, the attempt record and (for an ordered delivery) the new
+    /// resource version, in one transaction. `false` when the lease was lost to another worker.
+    pub async fn complete(
+        &self,
+        claimed: &Claimed,
+        completion: &Completion,
+        attempt: Option<&Attempt>,
+        now: DateTime<Utc>,
+    ) -> Result<bool> {
+        let (status, next, error, processed, dead, reason) = match completion {
+            Completion::Processed { .. } => ("processed", None, None, Some(now), None, None),
+            Completion::Retry {
+                next_attempt_at,
+                error,
+            } => (
+                "retry",
+                Some(*next_attempt_at),
+                Some(error.as_str()),
+                None,
+                None,
+                None,
+            ),
+            Completion::DeadLetter { error } => (
+                "dead_letter",
+                None,
+                Some(error.as_str()),
+                None,
+                Some(now),
+                None,
+            ),
+            Completion::Ignored { reason } => {
+                ("ignored", None, None, Some(now), None, Some(*reason))
+            }
+        };
+        backend!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let updated = sqlx::query(FINISH)
+                .bind(status)
+                .bind(next)
+                .bind(error)
+                .bind(processed)
+                .bind(dead)
+                .bind(reason)
+                .bind(claimed.id)
+                .bind(claimed.attempt)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if updated == 0 {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            if let Some(a) = attempt {
+                sqlx::query(RECORD_ATTEMPT)
+                    .bind(claimed.id)
+                    .bind(claimed.attempt)
+                    .bind(a.started_at)
+                    .bind(a.duration_ms)
+                    .bind(a.status_code)
+                    .bind(&a.error)
+                    .bind(status)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            if let Completion::Processed { version: Some((resource, version)) } = completion {
+                sqlx::query(ADVANCE_VERSION)
+                    .bind(version)
+                    .bind(now)
+                    .bind(&claimed.integration)
+                    .bind(resource)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+            Ok(true)
+        })
+    }
+
+    /// Gives a claim back without counting it as an attempt (shutdown, resource busy, unknown
+    /// integration); it becomes due again at `retry_at`.
+    pub async fn release(&self, claimed: &Claimed, retry_at: DateTime<Utc>) -> Result<bool> {
+        backend!(self, pool => {
+            let n = sqlx::query(RELEASE)
+                .bind(retry_at)
+                .bind(claimed.id)
+                .bind(claimed.attempt)
+                .execute(pool)
+                .await?
+                .rows_affected();
+            Ok(n > 0)
+        })
+    }
+
+    /// Takes the delivery lease of one resource until `until`. `None` while another worker
+    /// holds it; otherwise the stored form of the last delivered version (if any).
+    pub async fn lock_resource(
+        &self,
+        integration: &str,
+        resource: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+        token: &str,
+    ) -> Result<Option<Option<String>>> {
+        backend!(self, pool => {
+            let row = sqlx::query(LOCK_RESOURCE)
+                .bind(integration)
+                .bind(resource)
+                .bind(now)
+                .bind(until)
+                .bind(token)
+                .fetch_optional(pool)
+                .await?;
+            Ok(row.map(|r| r.try_get(0)).transpose()?)
+        })
+    }
+
+    /// Gives the resource lease back (only if `token` still holds it).
+    pub async fn unlock_resource(
+        &self,
+        integration: &str,
+        resource: &str,
+        token: &str,
+    ) -> Result<()> {
+        backend!(self, pool => {
+            sqlx::query(UNLOCK_RESOURCE).bind(integration).bind(resource).bind(token).execute(pool).await?;
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,413 @@
+//! Dead letters: listing them, inspecting one event with its delivery history, and replaying or
+//! purging a selection of them.
+//!
+//! Only rows whose status is `dead_letter` are ever replayed or purged; every statement carries
+//! that condition itself, so a row that changed status in between is simply not affected.
+
+use super::Inbox;
+use crate::{Error, Result};
+use chrono::{DateTime, Utc};
+use serde::{Serialize, Serializer};
+use sqlx::types::Json;
+use sqlx::{AssertSqlSafe, Row};
+
+/// Which dead letters [`Inbox::dead_letters`] lists.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeadLetterFilter {
+    /// `namespace/name`; `None` for every integration.
+    pub integration: Option<String>,
+    /// Only events dead-lettered at or after this instant.
+    pub since: Option<DateTime<Utc>>,
+    /// At most this many rows; `0` or less means no limit.
+    pub limit: i64,
+}
+
+/// One dead-lettered event, without body or headers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeadLetter {
+    pub id: i64,
+    pub integration: String,
+    pub event_id: String,
+    pub event_type: Option<String>,
+    pub attempts: i64,
+    pub last_error: Option<String>,
+    pub received_at: DateTime<Utc>,
+    pub dead_lettered_at: Option<DateTime<Utc>>,
+}
+
+/// One recorded delivery attempt of an event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AttemptRecord {
+    pub attempt: i64,
+    pub started_at: DateTime<Utc>,
+    pub duration_ms: i64,
+    pub status_code: Option<i64>,
+    pub error: Option<String>,
+    pub outcome: String,
+}
+
+/// Everything stored about one event (any status), with its delivery attempts in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EventDetail {
+    pub id: i64,
+    pub integration: String,
+    pub event_id: String,
+    pub event_type: Option<String>,
+    pub status: String,
+    pub scheme: String,
+    pub key_id: String,
+    pub signed_at: Option<DateTime<Utc>>,
+    /// `[[name, value], ...]` as stored by the receiver (signature headers are never stored).
+    pub headers: serde_json::Value,
+    pub content_type: Option<String>,
+    /// The raw body; empty once purged (see `body_purged_at`). Serialized as base64.
+    #[serde(rename = "body_base64", serialize_with = "base64_bytes")]
+    pub body: Vec<u8>,
+    /// Hex SHA-256 of the body as received (kept when the body is purged).
+    pub body_sha256: String,
+    /// The `attempts` column: attempts made in the current retry schedule.
+    pub attempt_count: i64,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub locked_until: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+    pub dedupe_conflicts: i64,
+    pub received_at: DateTime<Utc>,
+    pub processed_at: Option<DateTime<Utc>>,
+    pub ignored_reason: Option<String>,
+    pub body_purged_at: Option<DateTime<Utc>>,
+    pub dead_lettered_at: Option<DateTime<Utc>>,
+    /// Every recorded delivery attempt, oldest first (kept across replays).
+    pub attempts: Vec<AttemptRecord>,
+}
+
+fn base64_bytes<S: Serializer>(bytes: &[u8], s: S) -> std::result::Result<S::Ok, S::Error> {
+    use base64::Engine;
+    s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
+}
+
+/// Which dead letters [`Inbox::replay_dead_letters`] and [`Inbox::purge_dead_letters`] act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplaySelector {
+    /// These row ids (ids that are not dead letters are skipped).
+    Ids(Vec<i64>),
+    /// Every dead letter of one integration, optionally only those dead-lettered since an instant.
+    Integration {
+        integration: String,
+        since: Option<DateTime<Utc>>,
+    },
+    /// Every dead letter.
+    All,
+}
+
+// When a dead letter was dead-lettered. Rows without the timestamp (written before it existed)
+// fall back to their arrival, so that `since` and the ordering never silently drop them.
+const DEAD_AT: &str = "COALESCE(dead_lettered_at, received_at)";
+
+const LIST_DEAD: &str = "SELECT id, integration, event_id, event_type, attempts, last_error, \
+     received_at, dead_lettered_at FROM inbox_events \
+     WHERE status = 'dead_letter' AND (CAST($1 AS TEXT) IS NULL OR integration = $1) \
+     AND (CAST($2 AS TEXT) IS NULL OR COALESCE(dead_lettered_at, received_at) >= $2) \
+     ORDER BY COALESCE(dead_lettered_at, received_at) DESC, id DESC LIMIT $3";
+
+const DETAIL: &str = "SELECT id, integration, event_id, event_type, status, scheme, key_id, \
+     signed_at, headers, content_type, body, body_sha256, attempts, next_attempt_at, locked_until, \
+     last_error, dedupe_conflicts, received_at, processed_at, ignored_reason, body_purged_at, \
+     dead_lettered_at FROM inbox_events WHERE id = $1";
+
+const DETAIL_ATTEMPTS: &str = "SELECT attempt, started_at, duration_ms, status_code, error, outcome \
+     FROM delivery_attempts WHERE event_row = $1 ORDER BY id";
+
+const STATUS_OF: &str = "SELECT status FROM inbox_events WHERE id = $1";
+
+/// A fresh retry schedule: due now, no lease, no attempts yet. `last_error` and the rows in
+/// `delivery_attempts` stay as they are.
+const REPLAY_SET: &str = "UPDATE inbox_events SET status = 'pending', attempts = 0, \
+     next_attempt_at = $1, locked_until = NULL, dead_lettered_at = NULL \
+     WHERE status = 'dead_letter'";
+
+const PURGE_EVENTS: &str = "DELETE FROM inbox_events WHERE status = 'dead_letter'";
+
+const SELECT_DEAD: &str = "SELECT id FROM inbox_events WHERE status = 'dead_letter'";
+
+/// Ids per statement when a selection is a list of ids (well under every bind-parameter limit).
+const IDS_PER_STATEMENT: usize = 500;
+
+/// A bind parameter of a generated statement.
+#[derive(Debug, Clone, Copy)]
+enum Param<'a> {
+    Id(i64),
+    Text(&'a str),
+    Time(Option<DateTime<Utc>>),
+}
+
+/// Binds `$params` in order onto the query `$q` (for whichever backend it was built).
+macro_rules! bind_params {
+    ($q:expr, $params:expr) => {{
+        let mut q = $q;
+        for p in $params {
+            q = match *p {
+                Param::Id(v) => q.bind(v),
+                Param::Text(v) => q.bind(v),
+                Param::Time(v) => q.bind(v),
+            };
+        }
+        q
+    }};
+}
+
+/// `("$first, $first+1, ...", params)` for each chunk of `ids`.
+fn id_chunks(ids: &[i64], first: usize) -> Vec<(String, Vec<Param<'static>>)> {
+    ids.chunks(IDS_PER_STATEMENT)
+        .map(|chunk| {
+            let list = (0..chunk.len())
+                .map(|i| format!("${}", first + i))
+                .collect::<Vec<_>>()
+                .join(", ");
+            (list, chunk.iter().map(|&id| Param::Id(id)).collect())
+        })
+        .collect()
+}
+
+/// The extra `AND ...` condition(s) of a selection, with placeholders numbered from `first`: one
+/// entry per statement to run (a long id list is split). An empty id list selects nothing.
+fn selection(sel: &ReplaySelector, first: usize) -> Vec<(String, Vec<Param<'_>>)> {
+    match sel {
+        ReplaySelector::Ids(ids) => {
+            let mut ids = ids.clone();
+            ids.sort_unstable();
+            ids.dedup();
+            id_chunks(&ids, first)
+                .into_iter()
+                .map(|(list, params)| (format!(" AND id IN ({list})"), params))
+                .collect()
+        }
+        ReplaySelector::Integration { integration, since } => {
+            let (i, s) = (first, first + 1);
+            vec![(
+                format!(
+                    " AND integration = ${i} AND (CAST(${s} AS TEXT) IS NULL OR {DEAD_AT} >= ${s})"
+                ),
+                vec![Param::Text(integration), Param::Time(*since)],
+            )]
+        }
+        ReplaySelector::All => vec![(String::new(), Vec::new())],
+    }
+}
+
+impl Inbox {
+    /// Dead letters, most recently dead-lettered first.
+    pub async fn dead_letters(&self, f: &DeadLetterFilter) -> Result<Vec<DeadLetter>> {
+        let limit = if f.limit > 0 { f.limit } else { i64::MAX };
+        backend!(self, pool => {
+            let rows = sqlx::query(LIST_DEAD)
+                .bind(f.integration.as_deref())
+                .bind(f.since)
+                .bind(limit)
+                .fetch_all(pool)
+                .await?;
+            rows.iter()
+                .map(|r| {
+                    Ok(DeadLetter {
+                        id: r.try_get("id")?,
+                        integration: r.try_get("integration")?,
+                        event_id: r.try_get("event_id")?,
+                        event_type: r.try_get("event_type")?,
+                        attempts: r.try_get("attempts")?,
+                        last_error: r.try_get("last_error")?,
+                        received_at: r.try_get("received_at")?,
+                        dead_lettered_at: r.try_get("dead_lettered_at")?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// One event of any status with its delivery attempts, or `None` when there is no such row.
+    pub async fn event_detail(&self, id: i64) -> Result<Option<EventDetail>> {
+        backend!(self, pool => {
+            let Some(r) = sqlx::query(DETAIL).bind(id).fetch_optional(pool).await? else {
+                return Ok(None);
+            };
+            let attempts = sqlx::query(DETAIL_ATTEMPTS)
+                .bind(id)
+                .fetch_all(pool)
+                .await?
+                .iter()
+                .map(|a| {
+                    Ok(AttemptRecord {
+                        attempt: a.try_get("attempt")?,
+                        started_at: a.try_get("started_at")?,
+                        duration_ms: a.try_get("duration_ms")?,
+                        status_code: a.try_get("status_code")?,
+                        error: a.try_get("error")?,
+                        outcome: a.try_get("outcome")?,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let headers: Json<serde_json::Value> = r.try_get("headers")?;
+            let sha: Vec<u8> = r.try_get("body_sha256")?;
+            Ok(Some(EventDetail {
+                id: r.try_get("id")?,
+                integration: r.try_get("integration")?,
+                event_id: r.try_get("event_id")?,
+                event_type: r.try_get("event_type")?,
+                status: r.try_get("status")?,
+                scheme: r.try_get("scheme")?,
+                key_id: r.try_get("key_id")?,
+                signed_at: r.try_get("signed_at")?,
+                headers: headers.0,
+                content_type: r.try_get("content_type")?,
+                body: r.try_get("body")?,
+                body_sha256: hex::encode(sha),
+                attempt_count: r.try_get("attempts")?,
+                next_attempt_at: r.try_get("next_attempt_at")?,
+                locked_until: r.try_get("locked_until")?,
+                last_error: r.try_get("last_error")?,
+                dedupe_conflicts: r.try_get("dedupe_conflicts")?,
+                received_at: r.try_get("received_at")?,
+                processed_at: r.try_get("processed_at")?,
+                ignored_reason: r.try_get("ignored_reason")?,
+                body_purged_at: r.try_get("body_purged_at")?,
+                dead_lettered_at: r.try_get("dead_lettered_at")?,
+                attempts,
+            }))
+        })
+    }
+
+    /// The status of each of `ids` that exists (in the order given; missing ids are left out).
+    pub async fn event_statuses(&self, ids: &[i64]) -> Result<Vec<(i64, super::Status)>> {
+        let mut out = Vec::with_capacity(ids.len());
+        backend!(self, pool => {
+            for &id in ids {
+                let row = sqlx::query(STATUS_OF).bind(id).fetch_optional(pool).await?;
+                if let Some(row) = row {
+                    let status: String = row.try_get(0)?;
+                    let status = status.parse().map_err(Error::Config)?;
+                    out.push((id, status));
+                }
+            }
+        });
+        Ok(out)
+    }
+
+    /// Puts the selected dead letters back in the queue with a fresh retry schedule: status
+    /// `pending`, no attempts, due at `now`, no lease. `last_error` and the delivery history are
+    /// kept. Returns the ids replayed, ascending; with `dry_run`, the ids that would be, and
+    /// nothing changes. Rows that are not dead letters are never touched nor returned.
+    pub async fn replay_dead_letters(
+        &self,
+        sel: &ReplaySelector,
+        now: DateTime<Utc>,
+        dry_run: bool,
+    ) -> Result<Vec<i64>> {
+        if dry_run {
+            return self.select_dead_letters(sel).await;
+        }
+        let mut ids: Vec<i64> = Vec::new();
+        backend!(self, pool => {
+            let mut tx = pool.begin().await?;
+            for (cond, params) in selection(sel, 2) {
+                let sql = format!("{REPLAY_SET}{cond} RETURNING id");
+                let q = bind_params!(sqlx::query(AssertSqlSafe(sql)).bind(now), &params);
+                for row in q.fetch_all(&mut *tx).await? {
+                    ids.push(row.try_get(0)?);
+                }
+            }
+            tx.commit().await?;
+        });
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    /// Deletes the selected dead letters with their delivery attempts. Returns the ids deleted,
+    /// ascending; with `dry_run`, the ids that would be, and nothing changes.
+    pub async fn purge_dead_letters(
+        &self,
+        sel: &ReplaySelector,
+        dry_run: bool,
+    ) -> Result<Vec<i64>> {
+        if dry_run {
+            return self.select_dead_letters(sel).await;
+        }
+        let mut ids: Vec<i64> = Vec::new();
+        backend!(self, pool => {
+            let mut tx = pool.begin().await?;
+            for (cond, params) in selection(sel, 1) {
+                let sql = format!("{PURGE_EVENTS}{cond} RETURNING id");
+                let q = bind_params!(sqlx::query(AssertSqlSafe(sql)), &params);
+                for row in q.fetch_all(&mut *tx).await? {
+                    ids.push(row.try_get(0)?);
+                }
+            }
+            // The foreign key cascades; this also holds on a SQLite connection opened without
+            // `foreign_keys`, where the cascade would silently not happen. The events are deleted
+            // first so that only the history of rows that really went is removed.
+            for (list, params) in id_chunks(&ids, 1) {
+                let sql = format!("DELETE FROM delivery_attempts WHERE event_row IN ({list})");
+                bind_params!(sqlx::query(AssertSqlSafe(sql)), &params).execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+        });
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    /// The ids of the selected dead letters, ascending.
+    async fn select_dead_letters(&self, sel: &ReplaySelector) -> Result<Vec<i64>> {
+        let mut ids: Vec<i64> = Vec::new();
+        backend!(self, pool => {
+            for (cond, params) in selection(sel, 1) {
+                let sql = format!("{SELECT_DEAD}{cond}");
+                let q = bind_params!(sqlx::query(AssertSqlSafe(sql)), &params);
+                for row in q.fetch_all(pool).await? {
+                    ids.push(row.try_get(0)?);
+                }
+            }
+        });
+        ids.sort_unstable();
+        Ok(ids)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selections_number_placeholders_from_the_given_position() {
+        let sel = ReplaySelector::Integration {
+            integration: "a/b".into(),
+            since: None,
+        };
+        let parts = selection(&sel, 2);
+        assert_eq!(parts.len(), 1);
+        assert_eq!(
+            parts[0].0,
+            " AND integration = $2 AND (CAST($3 AS TEXT) IS NULL OR \
+             COALESCE(dead_lettered_at, received_at) >= $3)"
+        );
+        let ids = ReplaySelector::Ids(vec![7, 3, 7]);
+        let parts = selection(&ids, 1);
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].0, " AND id IN ($1, $2)");
+        assert!(matches!(parts[0].1[..], [Param::Id(3), Param::Id(7)]));
+        assert!(selection(&ReplaySelector::Ids(vec![]), 1).is_empty());
+        let all = selection(&ReplaySelector::All, 1);
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].0, "");
+        assert!(all[0].1.is_empty());
+    }
+
+    #[test]
+    fn long_id_lists_are_split_into_statements() {
+        let ids: Vec<i64> = (1..=1001).collect();
+        let sel = ReplaySelector::Ids(ids);
+        let parts = selection(&sel, 2);
+        assert_eq!(
+            parts.iter().map(|p| p.1.len()).collect::<Vec<_>>(),
+            [500, 500, 1]
+        );
+        assert!(parts[1].0.starts_with(" AND id IN ($2, $3, "));
+        assert!(parts[1].0.ends_with(", $501)"));
+    }
+}

@@ -1,0 +1,75 @@
+//! Retention: dropping the payloads of finished events, then the finished events themselves.
+//!
+//! "Finished" means `processed` or `ignored`; the instant it finished is `processed_at` (set for
+//! both by the worker), or `received_at` for rows that never had one (ignored on arrival). Dead
+//! letters and events still in the queue (`pending`, `processing`, `retry`) are never touched.
+
+use super::Inbox;
+use crate::Result;
+use chrono::{DateTime, Utc};
+
+const PURGE_PAYLOADS: &str = "UPDATE inbox_events SET body = $1, body_purged_at = $2 \
+     WHERE integration = $3 AND status IN ('processed', 'ignored') AND body_purged_at IS NULL \
+     AND COALESCE(processed_at, received_at) < $4";
+
+const DELETE_FINISHED_ATTEMPTS: &str = "DELETE FROM delivery_attempts WHERE event_row IN \
+     (SELECT id FROM inbox_events WHERE integration = $1 AND status IN ('processed', 'ignored') \
+     AND COALESCE(processed_at, received_at) < $2)";
+
+const DELETE_FINISHED: &str = "DELETE FROM inbox_events \
+     WHERE integration = $1 AND status IN ('processed', 'ignored') \
+     AND COALESCE(processed_at, received_at) < $2";
+
+impl Inbox {
+    /// Replaces the body of every finished event of `integration` that finished before
+    /// `finished_before` with an empty one and stamps `body_purged_at = now`. The metadata, the
+    /// headers, the body's SHA-256 and the delivery history stay. Returns how many bodies were
+    /// purged (an already purged row is not counted again).
+    pub async fn purge_payloads(
+        &self,
+        integration: &str,
+        finished_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<u64> {
+        let empty: &[u8] = &[];
+        backend!(self, pool => {
+            Ok(sqlx::query(PURGE_PAYLOADS)
+                .bind(empty)
+                .bind(now)
+                .bind(integration)
+                .bind(finished_before)
+                .execute(pool)
+                .await?
+                .rows_affected())
+        })
+    }
+
+    /// Deletes every finished event of `integration` that finished before `finished_before`, with
+    /// its delivery attempts. Its dedupe key goes with it: the same event id is accepted as new
+    /// afterwards. Returns how many events were deleted.
+    pub async fn delete_finished(
+        &self,
+        integration: &str,
+        finished_before: DateTime<Utc>,
+    ) -> Result<u64> {
+        // The foreign key cascades; deleting the attempts explicitly also covers a SQLite connection
+        // opened without `foreign_keys`. Finished rows never change status again, so both
+        // statements select the same rows.
+        backend!(self, pool => {
+            let mut tx = pool.begin().await?;
+            sqlx::query(DELETE_FINISHED_ATTEMPTS)
+                .bind(integration)
+                .bind(finished_before)
+                .execute(&mut *tx)
+                .await?;
+            let n = sqlx::query(DELETE_FINISHED)
+                .bind(integration)
+                .bind(finished_before)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            tx.commit().await?;
+            Ok(n)
+        })
+    }
+}

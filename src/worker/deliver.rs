@@ -1,0 +1,105 @@
+//! One delivery attempt: the destination request (original body and content type, a stable
+//! `webhook-id`, a per-attempt Standard Webhooks signature, hookgate headers) and its result.
+
+use super::policy::{AttemptResult, parse_retry_after};
+use super::target::DeliveryTarget;
+use crate::inbox::Claimed;
+use crate::receiver::verify::{Scheme, SignInput, SigningKey};
+use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
+
+/// The same on every attempt and replay of an event, so destinations can dedupe on it. Derived
+/// from (integration, event id), not from the row id, so it survives a re-import too.
+pub fn webhook_id(integration: &str, event_id: &str) -> String {
+    let digest = Sha256::digest([integration.as_bytes(), b"\0", event_id.as_bytes()].concat());
+    format!("msg_{}", &hex::encode(digest)[..32])
+}
+
+/// Headers sent with an attempt, in order. Pure, so it can be tested without a network.
+pub fn headers(
+    target: &DeliveryTarget,
+    event: &Claimed,
+    now: DateTime<Utc>,
+) -> Vec<(String, String)> {
+    let id = webhook_id(&event.integration, &event.event_id);
+    let mut out = match &target.signing_secret {
+        Some(secret) => {
+            let input = SignInput {
+                key_id: "",
+                timestamp: now.timestamp(),
+                event_id: &id,
+                event_type: None,
+                body: &event.body,
+            };
+            Scheme::StandardWebhooks
+                .sign(&SigningKey::Hmac(secret.clone()), &input)
+                .expect("HMAC signing cannot fail")
+        }
+        None => vec![
+            ("webhook-id".into(), id),
+            ("webhook-timestamp".into(), now.timestamp().to_string()),
+        ],
+    };
+    if let Some(ct) = &event.content_type {
+        out.push(("content-type".into(), ct.clone()));
+    }
+    out.push(("hookgate-integration".into(), event.integration.clone()));
+    if let Some(t) = &event.event_type {
+        out.push(("hookgate-event-type".into(), t.clone()));
+    }
+    out.push(("hookgate-attempt".into(), event.attempt.to_string()));
+    if let Some(pairs) = event.headers.as_array() {
+        for pair in pairs {
+            let (Some(name), Some(value)) = (
+                pair.get(0).and_then(|v| v.as_str()),
+                pair.get(1).and_then(|v| v.as_str()),
+            ) else {
+                continue;
+            };
+            if target.forward_headers.iter().any(|f| f == name) {
+                out.push((name.to_string(), value.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Sends one attempt. Errors are reduced to text without the URL, which may carry credentials.
+pub async fn send(
+    client: &reqwest::Client,
+    target: &DeliveryTarget,
+    event: &Claimed,
+    now: DateTime<Utc>,
+) -> AttemptResult {
+    let mut req = client
+        .post(&target.url)
+        .timeout(target.timeout)
+        .body(event.body.clone());
+    for (k, v) in headers(target, event, now) {
+        req = req.header(k, v);
+    }
+    match req.send().await {
+        Ok(res) => {
+            let code = res.status().as_u16();
+            let retry_after = res
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| parse_retry_after(v, now));
+            AttemptResult::Status { code, retry_after }
+        }
+        Err(e) if e.is_timeout() => AttemptResult::Timeout,
+        Err(e) => AttemptResult::Connect(error_text(e.without_url())),
+    }
+}
+
+fn error_text(e: reqwest::Error) -> String {
+    // reqwest's Display is generic ("error sending request"); the source chain says what happened.
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        text = format!("{text}: {s}");
+        source = s.source();
+    }
+    text
+}

@@ -1,0 +1,343 @@
+//! Inbox workers: claim due events as leases, pass the ordering gate, deliver, and record the
+//! outcome. The HTTP call happens outside any database transaction; a crashed worker's events
+//! come back when their lease expires (at-least-once delivery).
+
+pub mod deliver;
+pub mod janitor;
+pub mod policy;
+pub mod sink;
+pub mod target;
+
+use crate::inbox::{Attempt, Claimed, Completion, Inbox};
+use crate::metrics::Metrics;
+use crate::receiver::route::RouteTable;
+use arc_swap::ArcSwap;
+use chrono::Utc;
+use policy::{Gate, Outcome, Version};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use target::DeliveryTarget;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+/// Delivery targets by integration (`namespace/name`).
+pub type Targets = HashMap<String, Arc<DeliveryTarget>>;
+
+/// The targets of every route in a table.
+pub fn targets(table: &RouteTable) -> Targets {
+    table
+        .iter()
+        .map(|r| (r.integration.clone(), r.delivery.clone()))
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Deliveries in flight at once in this process.
+    pub concurrency: usize,
+    /// How long a claim is held; must exceed the longest delivery timeout.
+    pub lease: Duration,
+    /// Pause between claims when nothing is due.
+    pub poll: Duration,
+    /// On shutdown, how long in-flight deliveries may take before their claims are released.
+    pub grace: Duration,
+    /// How often the retention janitor runs.
+    pub janitor_every: Duration,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            concurrency: 16,
+            lease: Duration::from_secs(60),
+            poll: Duration::from_millis(250),
+            grace: Duration::from_secs(30),
+            janitor_every: Duration::from_secs(600),
+        }
+    }
+}
+
+/// A worker pool for one process. Cheap to clone.
+#[derive(Clone)]
+pub struct Worker {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    inbox: Inbox,
+    targets: ArcSwap<Targets>,
+    client: reqwest::Client,
+    cfg: WorkerConfig,
+    metrics: Arc<Metrics>,
+}
+
+impl Worker {
+    pub fn new(inbox: Inbox, targets: Targets, cfg: WorkerConfig, metrics: Arc<Metrics>) -> Self {
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(cfg.concurrency)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("HTTP client builds");
+        Self {
+            inner: Arc::new(Inner {
+                inbox,
+                targets: ArcSwap::from_pointee(targets),
+                client,
+                cfg,
+                metrics,
+            }),
+        }
+    }
+
+    /// Replaces the targets; deliveries already running keep the target they started with.
+    pub fn swap_targets(&self, targets: Targets) {
+        self.inner.targets.store(Arc::new(targets));
+    }
+
+    /// Claims and delivers until `shutdown` resolves; then stops claiming, lets in-flight
+    /// deliveries finish within the grace period and releases the claims of the rest.
+    pub async fn run(&self, shutdown: impl Future<Output = ()>) {
+        let cfg = &self.inner.cfg;
+        let permits = Arc::new(Semaphore::new(cfg.concurrency));
+        let in_flight: Arc<Mutex<HashMap<i64, Claimed>>> = Arc::default();
+        let mut tasks = JoinSet::new();
+        let janitor = tokio::spawn(janitor::run(
+            self.inner.inbox.clone(),
+            self.clone(),
+            cfg.janitor_every,
+        ));
+        tokio::pin!(shutdown);
+        loop {
+            while tasks.try_join_next().is_some() {}
+            let free = permits.available_permits();
+            if free == 0 {
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    _ = tasks.join_next() => continue,
+                }
+            }
+            let now = Utc::now();
+            let lease =
+                chrono::Duration::from_std(cfg.lease).unwrap_or(chrono::Duration::seconds(60));
+            let batch = match self.inner.inbox.claim(now, now + lease, free as i64).await {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(error = %e, "claiming events failed; retrying");
+                    Vec::new()
+                }
+            };
+            if batch.is_empty() {
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    _ = tokio::time::sleep(cfg.poll) => continue,
+                }
+            }
+            for event in batch {
+                let permit = permits
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .expect("semaphore is never closed");
+                in_flight
+                    .lock()
+                    .expect("lock poisoned")
+                    .insert(event.id, event.clone());
+                let (worker, in_flight) = (self.clone(), in_flight.clone());
+                tasks.spawn(async move {
+                    worker.deliver(&event).await;
+                    in_flight.lock().expect("lock poisoned").remove(&event.id);
+                    drop(permit);
+                });
+            }
+        }
+        janitor.abort();
+        let drained = tokio::time::timeout(cfg.grace, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+        }
+        let left: Vec<Claimed> = in_flight
+            .lock()
+            .expect("lock poisoned")
+            .drain()
+            .map(|(_, c)| c)
+            .collect();
+        for event in left {
+            if let Err(e) = self.inner.inbox.release(&event, Utc::now()).await {
+                tracing::warn!(event_id = %event.event_id, error = %e, "could not release claim; it returns after the lease");
+            }
+        }
+    }
+
+    /// Claims one batch and delivers it to the end. For tests and one-shot runs.
+    pub async fn run_once(&self) -> crate::Result<usize> {
+        let now = Utc::now();
+        let lease = chrono::Duration::from_std(self.inner.cfg.lease)
+            .unwrap_or(chrono::Duration::seconds(60));
+        let batch = self
+            .inner
+            .inbox
+            .claim(now, now + lease, self.inner.cfg.concurrency as i64)
+            .await?;
+        for event in &batch {
+            self.deliver(event).await;
+        }
+        Ok(batch.len())
+    }
+
+    /// One claimed event through gate, delivery and completion.
+    pub async fn deliver(&self, event: &Claimed) {
+        let inner = &self.inner;
+        let Some(target) = inner.targets.load().get(&event.integration).cloned() else {
+            tracing::warn!(integration = %event.integration, event_id = %event.event_id, "no configuration for this integration; will look again in a minute");
+            let _ = inner
+                .inbox
+                .release(event, Utc::now() + chrono::Duration::seconds(60))
+                .await;
+            return;
+        };
+        // The ordering gate: hold the resource's lease while delivering, compare versions.
+        let mut held: Option<(String, String)> = None;
+        let mut version = None;
+        if let Some((resource, incoming)) = target
+            .ordering
+            .as_ref()
+            .and_then(|o| ordering_key(&event.body, o))
+        {
+            let token = format!("{:032x}", rand::random::<u128>());
+            let now = Utc::now();
+            let until = now
+                + chrono::Duration::from_std(inner.cfg.lease)
+                    .unwrap_or(chrono::Duration::seconds(60));
+            let last = match inner
+                .inbox
+                .lock_resource(&event.integration, &resource, now, until, &token)
+                .await
+            {
+                Ok(Some(last)) => last.and_then(|s| Version::parse_stored(&s)),
+                Ok(None) | Err(_) => {
+                    // Another delivery of this resource is in flight: try again shortly.
+                    let _ = inner
+                        .inbox
+                        .release(event, Utc::now() + chrono::Duration::milliseconds(200))
+                        .await;
+                    return;
+                }
+            };
+            held = Some((resource.clone(), token));
+            match policy::gate(last.as_ref(), &incoming) {
+                Gate::Deliver => version = Some((resource, incoming.to_stored())),
+                Gate::KindMismatch => {
+                    Metrics::count(&inner.metrics.ordering_ungated, &event.integration)
+                }
+                gate => {
+                    let reason = gate.ignored_reason().expect("stale or duplicate");
+                    self.finish(event, Completion::Ignored { reason }, None)
+                        .await;
+                    self.unlock(event, held).await;
+                    return;
+                }
+            }
+        } else if target.ordering.is_some() {
+            Metrics::count(&inner.metrics.ordering_ungated, &event.integration);
+        }
+
+        let started_at = Utc::now();
+        let clock = Instant::now();
+        let result = deliver::send(&inner.client, &target, event, started_at).await;
+        let duration_ms = clock.elapsed().as_millis() as i64;
+        let jitter = rand::random_range(-1.0..=1.0);
+        let attempt_no = u32::try_from(event.attempt).unwrap_or(u32::MAX);
+        let outcome = policy::decide(&result, attempt_no, &target.schedule, jitter);
+        let (status_code, error) = match &result {
+            policy::AttemptResult::Status { code, .. } => (Some(i64::from(*code)), None),
+            policy::AttemptResult::Timeout => (None, Some("timeout".to_string())),
+            policy::AttemptResult::Connect(e) => (None, Some(format!("connect: {e}"))),
+        };
+        let attempt = Attempt {
+            started_at,
+            duration_ms,
+            status_code,
+            error,
+        };
+        let completion = match outcome {
+            Outcome::Processed => Completion::Processed { version },
+            Outcome::Retry { delay, error } => Completion::Retry {
+                next_attempt_at: Utc::now()
+                    + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::hours(24)),
+                error,
+            },
+            Outcome::DeadLetter { error } => Completion::DeadLetter { error },
+        };
+        self.finish(event, completion, Some(&attempt)).await;
+        self.unlock(event, held).await;
+    }
+
+    async fn unlock(&self, event: &Claimed, held: Option<(String, String)>) {
+        let Some((resource, token)) = held else {
+            return;
+        };
+        let unlocked = self
+            .inner
+            .inbox
+            .unlock_resource(&event.integration, &resource, &token)
+            .await;
+        if let Err(e) = unlocked {
+            tracing::warn!(integration = %event.integration, error = %e, "could not release a resource lease; it expires by itself");
+        }
+    }
+
+    async fn finish(&self, event: &Claimed, completion: Completion, attempt: Option<&Attempt>) {
+        let label = match &completion {
+            Completion::Processed { .. } => "processed",
+            Completion::Retry { .. } => "retry",
+            Completion::DeadLetter { .. } => "dead_letter",
+            Completion::Ignored { .. } => "ignored",
+        };
+        self.inner.metrics.delivery(&event.integration, label);
+        let status = attempt.and_then(|a| a.status_code);
+        match self
+            .inner
+            .inbox
+            .complete(event, &completion, attempt, Utc::now())
+            .await
+        {
+            Ok(true) => tracing::info!(
+                integration = %event.integration, event_id = %event.event_id,
+                event_type = event.event_type.as_deref().unwrap_or("-"), attempt = event.attempt,
+                outcome = label, status, "delivery finished"
+            ),
+            Ok(false) => tracing::warn!(
+                integration = %event.integration, event_id = %event.event_id, attempt = event.attempt,
+                "lease lost before the outcome was recorded; another worker owns the event now"
+            ),
+            Err(e) => tracing::error!(
+                integration = %event.integration, event_id = %event.event_id, attempt = event.attempt, error = %e,
+                "recording the outcome failed; the event is retried after its lease"
+            ),
+        }
+    }
+
+    pub(crate) fn targets_snapshot(&self) -> Arc<Targets> {
+        self.inner.targets.load_full()
+    }
+}
+
+/// Resource id and version from the body; `None` when either is missing (delivered ungated).
+fn ordering_key(body: &[u8], o: &crate::crd::OrderingSpec) -> Option<(String, Version)> {
+    let json: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let resource = match json.pointer(&o.resource_id_pointer)? {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    Some((
+        resource,
+        Version::from_json(json.pointer(&o.version_pointer)?)?,
+    ))
+}

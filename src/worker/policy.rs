@@ -1,0 +1,420 @@
+//! The delivery worker's decisions: what to do after an attempt, how long to wait, and whether an
+//! event's version may pass the ordering gate. Pure and synchronous: `now` and the jitter come in
+//! as parameters, so each rule is tested here without a clock, a network or a store.
+
+use std::time::Duration;
+
+use chrono::{DateTime, NaiveDateTime, SecondsFormat, Utc};
+
+/// A destination cannot park an event for longer than a day with one header.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// What one delivery attempt produced.
+pub enum AttemptResult {
+    /// The destination answered.
+    Status {
+        code: u16,
+        retry_after: Option<Duration>,
+    },
+    Timeout,
+    /// Connection refused/reset, DNS, TLS...: the error text (no secrets).
+    Connect(String),
+}
+
+/// The decision after an attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Processed,
+    Retry { delay: Duration, error: String },
+    DeadLetter { error: String },
+}
+
+/// `attempt`: 1-based number of the attempt just made. `schedule`: `spec.delivery.retry.schedule`.
+/// `jitter`: a value in [-1.0, 1.0] supplied by the caller (random in production) scaling ±10 %.
+pub fn decide(result: &AttemptResult, attempt: u32, schedule: &[Duration], jitter: f64) -> Outcome {
+    let (error, retry_after) = match *result {
+        AttemptResult::Status { code, .. } if (200..300).contains(&code) => {
+            return Outcome::Processed;
+        }
+        // Only 429 and 503 define Retry-After as "come back then"; on other codes it is ignored.
+        AttemptResult::Status { code, retry_after } if retryable(code) => {
+            let honoured = retry_after.filter(|_| matches!(code, 429 | 503));
+            (format!("HTTP {code}"), honoured)
+        }
+        // 3xx is final too: destinations must not redirect webhooks, and following one would
+        // re-send a signed body to a host the integration never named.
+        AttemptResult::Status { code, .. } => {
+            let error = format!("HTTP {code}");
+            return Outcome::DeadLetter { error };
+        }
+        AttemptResult::Timeout => ("timeout".to_owned(), None),
+        AttemptResult::Connect(ref text) => (format!("connect: {text}"), None),
+    };
+    // The schedule bounds the number of retries even when the destination asks for more.
+    let Some(scheduled) = retry_delay(attempt, schedule, jitter) else {
+        let error = format!("{error} (retry schedule exhausted after {attempt} attempts)");
+        return Outcome::DeadLetter { error };
+    };
+    // The destination named a time: jitter could land before it. The cap guards callers that
+    // built `retry_after` without `parse_retry_after`.
+    let delay = retry_after.map_or(scheduled, |ra| ra.min(MAX_RETRY_AFTER));
+    Outcome::Retry { delay, error }
+}
+
+/// "Not now" rather than "never": request timeout, too early, too many requests, server fault.
+fn retryable(code: u16) -> bool {
+    matches!(code, 408 | 425 | 429 | 500..=599)
+}
+
+/// The delay before retry number `attempt` (i.e. after attempt `attempt` failed):
+/// `schedule[attempt-1]` with ±10 % jitter; `None` when the schedule is exhausted.
+/// Attempt 0 is treated as 1 rather than dead-lettering an event over a caller's off-by-one.
+pub fn retry_delay(attempt: u32, schedule: &[Duration], jitter: f64) -> Option<Duration> {
+    let base = *schedule.get((attempt as usize).saturating_sub(1))?;
+    // NaN would poison the arithmetic (0 s delay); out-of-range values would break the ±10 %.
+    let jitter = if jitter.is_nan() { 0.0 } else { jitter };
+    let jitter = jitter.clamp(-1.0, 1.0);
+    // Rounded to whole nanoseconds so ±10 % of a schedule step is exact (30 s -> 33 s), which
+    // float-seconds arithmetic does not promise.
+    let nanos = base.as_nanos() as f64;
+    let shifted = (nanos + (nanos * jitter / 10.0).round()).max(0.0) as u128;
+    let secs = u64::try_from(shifted / 1_000_000_000).unwrap_or(u64::MAX);
+    Some(Duration::new(secs, (shifted % 1_000_000_000) as u32))
+}
+
+/// Parses a Retry-After header value: delta-seconds or an HTTP-date (relative to `now`); `None`
+/// when unparseable; a date in the past is `Duration::ZERO`. Capped at 24 h.
+pub fn parse_retry_after(value: &str, now: DateTime<Utc>) -> Option<Duration> {
+    let value = value.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // Too many digits for u64 is still a valid (huge) delay, so it caps rather than fails.
+        let secs = value.parse::<u64>().unwrap_or(u64::MAX);
+        return Some(Duration::from_secs(secs).min(MAX_RETRY_AFTER));
+    }
+    // RFC 9110 makes recipients accept IMF-fixdate plus the obsolete RFC 850 and asctime forms.
+    let at = DateTime::parse_from_rfc2822(value)
+        .map(|d| d.with_timezone(&Utc))
+        .or_else(|_| {
+            NaiveDateTime::parse_from_str(value, "%A, %d-%b-%y %H:%M:%S GMT").map(|d| d.and_utc())
+        })
+        .or_else(|_| {
+            NaiveDateTime::parse_from_str(value, "%a %b %e %H:%M:%S %Y").map(|d| d.and_utc())
+        })
+        .ok()?;
+    let delay = (at - now).to_std().unwrap_or(Duration::ZERO);
+    Some(delay.min(MAX_RETRY_AFTER))
+}
+
+/// Default schedule [30s, 2m, 10m, 1h, 6h, 24h].
+pub fn default_schedule() -> Vec<Duration> {
+    [30, 2 * 60, 10 * 60, 60 * 60, 6 * 60 * 60, 24 * 60 * 60]
+        .map(Duration::from_secs)
+        .to_vec()
+}
+
+/// A resource version for the ordering gate.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Version {
+    Int(i128),
+    Time(DateTime<Utc>),
+}
+
+impl Version {
+    /// From a JSON value: integers (JSON numbers without fraction, or strings of ASCII digits with
+    /// optional leading '-', compared as numbers), or RFC 3339 strings. Anything else `None`.
+    pub fn from_json(v: &serde_json::Value) -> Option<Version> {
+        match v {
+            // as_i64/as_u64 are None for floats, so 4.5 (and 4.0, written with a fraction) fail.
+            serde_json::Value::Number(n) => n
+                .as_i64()
+                .map(i128::from)
+                .or_else(|| n.as_u64().map(i128::from))
+                .map(Version::Int),
+            // Counters often arrive as strings; compared as text, "9" would come after "10".
+            serde_json::Value::String(s) => parse_int(s).map(Version::Int).or_else(|| {
+                let time = DateTime::parse_from_rfc3339(s).ok()?;
+                Some(Version::Time(time.to_utc()))
+            }),
+            _ => None,
+        }
+    }
+
+    /// Stored text form, round-trips through `parse_stored` (e.g. "i:42",
+    /// "t:2026-01-01T00:00:00.000000000Z").
+    pub fn to_stored(&self) -> String {
+        match self {
+            Version::Int(i) => format!("i:{i}"),
+            // Fixed nanosecond width and 'Z' so equal instants always store as equal text.
+            Version::Time(t) => format!("t:{}", t.to_rfc3339_opts(SecondsFormat::Nanos, true)),
+        }
+    }
+
+    pub fn parse_stored(s: &str) -> Option<Version> {
+        if let Some(int) = s.strip_prefix("i:") {
+            parse_int(int).map(Version::Int)
+        } else {
+            let time = DateTime::parse_from_rfc3339(s.strip_prefix("t:")?).ok()?;
+            Some(Version::Time(time.to_utc()))
+        }
+    }
+}
+
+/// Stricter than `i128::from_str`, which would also take "+5".
+fn parse_int(s: &str) -> Option<i128> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    Deliver,
+    Stale,
+    DuplicateVersion,
+    KindMismatch,
+}
+
+/// Compare an event's version with the last delivered one (`None` = resource never delivered).
+/// Int vs Time -> `KindMismatch` (the worker delivers ungated and counts it).
+pub fn gate(last: Option<&Version>, incoming: &Version) -> Gate {
+    use std::cmp::Ordering;
+    let order = match (last, incoming) {
+        (None, _) => return Gate::Deliver,
+        (Some(Version::Int(l)), Version::Int(i)) => i.cmp(l),
+        (Some(Version::Time(l)), Version::Time(i)) => i.cmp(l),
+        (Some(_), _) => return Gate::KindMismatch,
+    };
+    match order {
+        Ordering::Greater => Gate::Deliver,
+        Ordering::Equal => Gate::DuplicateVersion,
+        Ordering::Less => Gate::Stale,
+    }
+}
+
+impl Gate {
+    /// The reason stored on an event the gate keeps from the destination.
+    pub fn ignored_reason(self) -> Option<&'static str> {
+        match self {
+            Gate::Stale => Some("stale_version"),
+            Gate::DuplicateVersion => Some("duplicate_version"),
+            Gate::Deliver | Gate::KindMismatch => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use serde_json::json;
+
+    const S: fn(u64) -> Duration = Duration::from_secs;
+
+    fn status(code: u16, secs: Option<u64>) -> AttemptResult {
+        let retry_after = secs.map(S);
+        AttemptResult::Status { code, retry_after }
+    }
+    fn retry(secs: u64, error: &str) -> Outcome {
+        let (delay, error) = (S(secs), error.to_owned());
+        Outcome::Retry { delay, error }
+    }
+    fn dead(error: &str) -> Outcome {
+        let error = error.to_owned();
+        Outcome::DeadLetter { error }
+    }
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2015, 10, 21, 7, 0, 0).unwrap()
+    }
+
+    #[test]
+    fn decide_follows_the_status_table() {
+        let sched = default_schedule();
+        let d = |r: &AttemptResult, attempt| decide(r, attempt, &sched, 0.0);
+        for code in [200, 201, 204, 299] {
+            assert_eq!(d(&status(code, None), 1), Outcome::Processed);
+        }
+        for code in [408, 425, 429, 500, 502, 503, 599] {
+            let want = retry(120, &format!("HTTP {code}"));
+            assert_eq!(d(&status(code, None), 2), want, "code {code}");
+        }
+        // A Retry-After on a final status changes nothing.
+        let finals = [100, 199, 300, 301, 302, 308, 400, 401, 404, 409, 410, 499];
+        for code in finals.into_iter().chain([600]) {
+            let want = dead(&format!("HTTP {code}"));
+            assert_eq!(d(&status(code, Some(5)), 1), want, "code {code}");
+        }
+        assert_eq!(d(&AttemptResult::Timeout, 1), retry(30, "timeout"));
+        let refused = AttemptResult::Connect("connection refused".into());
+        let want = retry(600, "connect: connection refused");
+        assert_eq!(d(&refused, 3), want);
+    }
+
+    #[test]
+    fn jitter_is_exactly_plus_or_minus_ten_percent() {
+        let sched = default_schedule();
+        let cases = [
+            (1, 1.0, 33_000),
+            (1, -1.0, 27_000),
+            (1, 0.5, 31_500),
+            (6, 1.0, 95_040_000),
+            // Out-of-range or NaN input from a caller cannot widen the band.
+            (1, 7.0, 33_000),
+            (1, f64::NAN, 30_000),
+            (0, 0.0, 30_000),
+        ];
+        for (attempt, jitter, millis) in cases {
+            let got = retry_delay(attempt, &sched, jitter);
+            assert_eq!(got, Some(Duration::from_millis(millis)), "{jitter}");
+        }
+        let got = decide(&AttemptResult::Timeout, 1, &sched, -1.0);
+        assert_eq!(got, retry(27, "timeout"));
+    }
+
+    #[test]
+    fn retry_after_is_honoured_only_on_429_and_503_without_jitter() {
+        let sched = default_schedule();
+        let cases = [
+            (429, Some(7), retry(7, "HTTP 429")),
+            (503, Some(0), retry(0, "HTTP 503")),
+            (503, Some(999_999), retry(86_400, "HTTP 503")),
+            (500, Some(7), retry(33, "HTTP 500")),
+            (408, Some(7), retry(33, "HTTP 408")),
+        ];
+        for (code, secs, want) in cases {
+            assert_eq!(decide(&status(code, secs), 1, &sched, 1.0), want);
+        }
+        // A garbage header parses to None, and None means the schedule applies.
+        let retry_after = parse_retry_after("soon", now());
+        assert_eq!(retry_after, None);
+        let garbage = AttemptResult::Status {
+            code: 429,
+            retry_after,
+        };
+        let got = decide(&garbage, 1, &sched, 0.0);
+        assert_eq!(got, retry(30, "HTTP 429"));
+    }
+
+    #[test]
+    fn exhausted_schedule_dead_letters_with_the_last_error() {
+        let sched = [S(1), S(1)];
+        let d = |r: &AttemptResult, attempt| decide(r, attempt, &sched, 0.0);
+        assert_eq!(d(&status(503, None), 1), retry(1, "HTTP 503"));
+        assert_eq!(d(&AttemptResult::Timeout, 2), retry(1, "timeout"));
+        let want = dead("HTTP 503 (retry schedule exhausted after 3 attempts)");
+        assert_eq!(d(&status(503, Some(5)), 3), want);
+        assert_eq!(retry_delay(3, &sched, 0.0), None);
+        // With no schedule the first failure is final.
+        let refused = AttemptResult::Connect("dns: no such host".into());
+        let want = dead("connect: dns: no such host (retry schedule exhausted after 1 attempts)");
+        assert_eq!(decide(&refused, 1, &[], 0.0), want);
+        let ok = decide(&status(200, None), 7, &[], 0.0);
+        assert_eq!(ok, Outcome::Processed);
+    }
+
+    #[test]
+    fn retry_after_parses_seconds_and_http_dates() {
+        let cases = [
+            ("120", Some(120)),
+            (" 0 ", Some(0)),
+            ("90000", Some(86_400)),
+            ("99999999999999999999999", Some(86_400)),
+            ("Wed, 21 Oct 2015 07:28:00 GMT", Some(28 * 60)),
+            ("Wednesday, 21-Oct-15 07:28:00 GMT", Some(28 * 60)),
+            ("Wed Oct 21 07:28:00 2015", Some(28 * 60)),
+            ("Wed, 21 Oct 2015 06:00:00 GMT", Some(0)),
+            ("Sat, 31 Oct 2015 07:00:00 GMT", Some(86_400)),
+            ("", None),
+            ("-5", None),
+            ("+5", None),
+            ("1.5", None),
+            ("abc", None),
+            ("Wed, 32 Oct 2015 07:28:00 GMT", None),
+        ];
+        for (value, want) in cases {
+            let got = parse_retry_after(value, now());
+            assert_eq!(got, want.map(S), "{value:?}");
+        }
+    }
+
+    #[test]
+    fn versions_parse_from_json() {
+        let utc = Utc.with_ymd_and_hms(2026, 1, 2, 1, 4, 5).unwrap();
+        let cases = [
+            (json!(42), Some(Version::Int(42))),
+            (json!(u64::MAX), Some(Version::Int(u64::MAX.into()))),
+            (json!("42"), Some(Version::Int(42))),
+            (json!("-3"), Some(Version::Int(-3))),
+            (json!(i128::MAX.to_string()), Some(Version::Int(i128::MAX))),
+            (json!("2026-01-02T03:04:05+02:00"), Some(Version::Time(utc))),
+            (json!(4.5), None),
+            (json!(4.0), None),
+            (json!("abc"), None),
+            (json!(true), None),
+            (json!(null), None),
+            (json!("+5"), None),
+            (json!("-"), None),
+            (json!(""), None),
+            (json!([1]), None),
+        ];
+        for (value, want) in cases {
+            assert_eq!(Version::from_json(&value), want, "{value}");
+        }
+    }
+
+    #[test]
+    fn string_versions_compare_as_numbers() {
+        let ten = Version::from_json(&json!("10")).unwrap();
+        let nine = Version::from_json(&json!("9")).unwrap();
+        assert_eq!(gate(Some(&nine), &ten), Gate::Deliver);
+        assert_eq!(gate(Some(&ten), &nine), Gate::Stale);
+        let i64_max = Version::Int(i64::MAX.into());
+        let beyond = Version::Int(i128::from(i64::MAX) + 1);
+        assert_eq!(gate(Some(&i64_max), &beyond), Gate::Deliver);
+    }
+
+    #[test]
+    fn stored_form_round_trips() {
+        let when = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let stored = Version::Time(when).to_stored();
+        assert_eq!(stored, "t:2026-01-01T00:00:00.000000000Z");
+        assert_eq!(Version::Int(42).to_stored(), "i:42");
+        let precise = when + chrono::TimeDelta::nanoseconds(123_456_789);
+        let ints = [Version::Int(-7), Version::Int(i128::MIN)];
+        let times = [Version::Time(when), Version::Time(precise)];
+        for v in ints.into_iter().chain(times) {
+            assert_eq!(Version::parse_stored(&v.to_stored()), Some(v));
+        }
+        for bad in ["42", "i:", "i:x", "i:+1", "t:yesterday", "x:1", ""] {
+            assert_eq!(Version::parse_stored(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn gate_covers_every_variant() {
+        use Gate::*;
+        let (one, two) = (Version::Int(1), Version::Int(2));
+        let early = Version::Time(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
+        let late = Version::Time(Utc.with_ymd_and_hms(2026, 1, 2, 0, 0, 0).unwrap());
+        let cases = [
+            (None, &one, Deliver),
+            (None, &early, Deliver),
+            (Some(&one), &two, Deliver),
+            (Some(&two), &one, Stale),
+            (Some(&two), &two, DuplicateVersion),
+            (Some(&early), &late, Deliver),
+            (Some(&late), &early, Stale),
+            (Some(&late), &late, DuplicateVersion),
+            (Some(&one), &early, KindMismatch),
+            (Some(&early), &one, KindMismatch),
+        ];
+        for (last, incoming, want) in cases {
+            assert_eq!(gate(last, incoming), want, "{last:?} -> {incoming:?}");
+        }
+        assert_eq!(Stale.ignored_reason(), Some("stale_version"));
+        assert_eq!(DuplicateVersion.ignored_reason(), Some("duplicate_version"));
+        assert_eq!(Deliver.ignored_reason(), None);
+        assert_eq!(KindMismatch.ignored_reason(), None);
+    }
+}
