@@ -122,17 +122,26 @@ pub fn load(paths: &[PathBuf]) -> Result<Manifests> {
             path: file.clone(),
             source,
         })?;
-        for (i, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
+        m.add_text(&file, &text)?;
+    }
+    Ok(m)
+}
+
+impl Manifests {
+    /// Adds the objects of one multi-document YAML text; `source` names it in errors (a file
+    /// path, or the compiled-route Secret it came from).
+    pub fn add_text(&mut self, source: &str, text: &str) -> Result<()> {
+        for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
             let object = format!("document {}", i + 1);
             let value = serde_yaml::Value::deserialize(doc)
-                .map_err(|e| manifest_err(&file, &object, "", format!("invalid YAML: {e}")))?;
+                .map_err(|e| manifest_err(source, &object, "", format!("invalid YAML: {e}")))?;
             if value.is_null() {
                 continue;
             }
-            add(&mut m, &file, &object, value)?;
+            add(self, source, &object, value)?;
         }
+        Ok(())
     }
-    Ok(m)
 }
 
 fn add(m: &mut Manifests, file: &str, doc: &str, value: serde_yaml::Value) -> Result<()> {

@@ -21,6 +21,8 @@ pub fn retry_schedule() -> Vec<Duration> {
         .map(Duration::from_secs)
         .collect()
 }
+pub const ROTATION_OVERLAP: Duration = Duration::from_secs(72 * 60 * 60);
+pub const KEEP_RETIRED: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 pub const SIGNED_PAYLOAD: &str = "{timestamp}.{event_id}.{body}";
 
 /// `/hooks/{namespace}/{name}`

@@ -63,6 +63,30 @@ pub struct WebhookIntegrationSpec {
     /// How long finished events keep their body and their dedupe key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention: Option<RetentionSpec>,
+    /// Staged key rotation (controller only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotation: Option<RotationSpec>,
+}
+
+/// How the controller moves keys through Active -> Retiring -> Retired.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RotationSpec {
+    /// How long a superseded key stays accepted (Retiring) when it has no `retireAt`. Default `72h`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"))]
+    pub overlap: Option<String>,
+    /// How long Retired keys stay listed in status, for rollback. Default `7d`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"))]
+    pub keep_retired: Option<String>,
+    /// The controller generates and owns the signing secret (`<name>-signing-keys`); HMAC schemes only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub generate: bool,
+    /// With `generate`: rotate automatically this often, e.g. `720h`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"))]
+    pub every: Option<String>,
 }
 
 #[derive(Deserialize, Serialize, Clone, Copy, Debug, JsonSchema, PartialEq, Eq)]

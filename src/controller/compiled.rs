@@ -1,0 +1,152 @@
+//! The compiled route object: everything a receiver and the workers need for one integration,
+//! written by the controller as a Secret in its own namespace (so receivers only read their own
+//! namespace). It holds the integration with each key's effective retire time, plus only the Secret
+//! values its keys reference, as the same multi-document YAML `hookgate standalone` reads: both
+//! modes go through one loader and one compile function.
+
+use crate::crd::WebhookIntegration;
+use crate::manifest::Manifests;
+use crate::receiver::route::{CompiledRoute, RouteTable, Secrets};
+use chrono::{DateTime, Utc};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::ObjectMeta;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+/// Label on every compiled route Secret; its value is `<namespace>.<name>` of the integration.
+pub const ROUTE_LABEL: &str = "hookgate.dev/route";
+/// Data key holding the manifests.
+pub const MANIFESTS_KEY: &str = "manifests.yaml";
+
+/// `route.<namespace>.<name>`, or a hashed name when that would exceed the 253-character limit.
+pub fn secret_name(namespace: &str, name: &str) -> String {
+    let plain = format!("route.{namespace}.{name}");
+    if plain.len() <= 253 {
+        return plain;
+    }
+    format!(
+        "route.{}",
+        &hex::encode(Sha256::digest(plain.as_bytes()))[..40]
+    )
+}
+
+/// The manifests of one compiled route. `not_after[i]` replaces `spec.keys[i].retireAt`: the
+/// controller's effective retire time, enforced by receivers even when the controller is down.
+pub fn render(
+    wi: &WebhookIntegration,
+    not_after: &[Option<DateTime<Utc>>],
+    secrets: &Secrets,
+) -> String {
+    let namespace = wi.namespace().unwrap_or_else(|| "default".into());
+    let mut spec = wi.spec.clone();
+    for (key, t) in spec.keys.iter_mut().zip(not_after) {
+        key.retire_at = *t;
+    }
+    let mut refs: BTreeMap<String, BTreeMap<String, ByteString>> = BTreeMap::new();
+    let mut wanted: Vec<(&str, &str)> = spec
+        .keys
+        .iter()
+        .map(|k| (k.secret_ref.name.as_str(), k.secret_ref.key.as_str()))
+        .collect();
+    if let Some(r) = &spec.delivery.signing_secret_ref {
+        wanted.push((&r.name, &r.key));
+    }
+    for (name, key) in wanted {
+        if let Some(value) = secrets
+            .get(&(namespace.clone(), name.to_string()))
+            .and_then(|d| d.get(key))
+        {
+            refs.entry(name.to_string())
+                .or_default()
+                .insert(key.to_string(), ByteString(value.clone()));
+        }
+    }
+    let mut docs = Vec::new();
+    for (name, data) in refs {
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(name),
+                namespace: Some(namespace.clone()),
+                ..Default::default()
+            },
+            data: Some(data),
+            ..Default::default()
+        };
+        docs.push(serde_yaml::to_string(&secret).expect("Secret serializes"));
+    }
+    let mut compiled = WebhookIntegration::new(&wi.name_any(), spec);
+    compiled.metadata.namespace = Some(namespace);
+    docs.push(serde_yaml::to_string(&compiled).expect("WebhookIntegration serializes"));
+    docs.join("---\n")
+}
+
+/// The Secret object the controller applies in its namespace.
+pub fn secret(controller_namespace: &str, wi: &WebhookIntegration, manifests: String) -> Secret {
+    let namespace = wi.namespace().unwrap_or_else(|| "default".into());
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(secret_name(&namespace, &wi.name_any())),
+            namespace: Some(controller_namespace.to_string()),
+            labels: Some(
+                [(
+                    ROUTE_LABEL.to_string(),
+                    format!("{namespace}.{}", wi.name_any()),
+                )]
+                .into(),
+            ),
+            ..Default::default()
+        },
+        data: Some(
+            [(
+                MANIFESTS_KEY.to_string(),
+                ByteString(manifests.into_bytes()),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    }
+}
+
+/// Compiles one route Secret with the standalone loader.
+pub fn compile_secret(secret: &Secret) -> crate::Result<CompiledRoute> {
+    let source = format!(
+        "Secret {}/{}",
+        secret.namespace().unwrap_or_default(),
+        secret.name_any()
+    );
+    let text = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(MANIFESTS_KEY))
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+        .ok_or_else(|| crate::Error::Config(format!("{source}: no {MANIFESTS_KEY}")))?;
+    let mut m = Manifests::default();
+    m.add_text(&source, &text)?;
+    let mut routes = m.compile()?;
+    match (routes.pop(), routes.is_empty()) {
+        (Some(route), true) => Ok(route),
+        _ => Err(crate::Error::Config(format!(
+            "{source}: expected exactly one WebhookIntegration"
+        ))),
+    }
+}
+
+/// The receiver's table from every route Secret it sees. A broken Secret or a path claimed twice
+/// costs only that route (logged), never the others.
+pub fn table(secrets: &[Secret]) -> RouteTable {
+    let mut sorted: Vec<&Secret> = secrets.iter().collect();
+    sorted.sort_by_key(|s| s.name_any());
+    let mut routes: Vec<CompiledRoute> = Vec::new();
+    for s in sorted {
+        match compile_secret(s) {
+            Ok(r) if routes.iter().any(|o| o.path == r.path) => {
+                tracing::error!(integration = %r.integration, path = %r.path, "route skipped: path already served by another integration");
+            }
+            Ok(r) => routes.push(r),
+            Err(e) => tracing::error!(error = %e, "route skipped: compiled route is unusable"),
+        }
+    }
+    RouteTable::new(routes).expect("paths are unique by construction")
+}

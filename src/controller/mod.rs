@@ -1,0 +1,3 @@
+//! The Kubernetes side: compiled routes and, in the controller, staged key rotation.
+
+pub mod compiled;
