@@ -38,6 +38,8 @@ pub enum Command {
     Crdgen,
     /// Run the receiver from manifest files, on SQLite by default.
     Standalone(StandaloneArgs),
+    /// Run the receiver in a cluster: routes come from the controller's compiled route Secrets.
+    Receiver(ReceiverArgs),
     /// Run only the delivery workers (cluster mode: receivers run elsewhere).
     Worker(WorkerModeArgs),
     /// A local destination that prints every delivery (and checks its signature).
@@ -75,6 +77,21 @@ pub struct StandaloneArgs {
     pub database_url: String,
     #[command(flatten)]
     pub worker: WorkerArgs,
+}
+
+/// `hookgate receiver`: cluster mode.
+#[derive(Args, Debug)]
+pub struct ReceiverArgs {
+    #[arg(long, default_value = "0.0.0.0:8080", env = "HOOKGATE_LISTEN")]
+    pub listen: SocketAddr,
+    /// Admin endpoints: /metrics, /healthz, /readyz. Empty string disables them.
+    #[arg(long, default_value = "0.0.0.0:9090", env = "HOOKGATE_ADMIN_LISTEN")]
+    pub admin_listen: String,
+    #[arg(long, env = "HOOKGATE_DATABASE_URL")]
+    pub database_url: String,
+    /// The namespace holding compiled route Secrets (the receiver's own).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub namespace: String,
 }
 
 /// `hookgate worker`: the delivery workers alone, against a shared database.
@@ -203,6 +220,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 worker: a.worker.config()?,
             };
             standalone::run(cfg, shutdown_signal()).await?;
+            Ok(())
+        }
+        Command::Receiver(a) => {
+            let cfg = crate::receiver::cluster::Config {
+                listen: a.listen,
+                admin_listen: admin_addr(&a.admin_listen)?,
+                database_url: a.database_url,
+                namespace: a.namespace,
+            };
+            crate::receiver::cluster::run(cfg, shutdown_signal()).await?;
             Ok(())
         }
         Command::Worker(a) => {

@@ -227,26 +227,36 @@ mod tests {
     use super::*;
     use crate::crd::SecretKeyRef;
 
-    const OVERLAP: Duration = Duration::from_secs(24 * 3600);
-    const KEEP: Duration = Duration::from_secs(7 * 24 * 3600);
+    const DAY: Duration = Duration::from_secs(24 * 3600);
+    const NONE: &[KeyStatus] = &[];
 
+    /// `t("12-03T00:00:00")` is 2026-12-03T00:00:00Z; the year never matters here.
     fn t(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s).unwrap().to_utc()
+        DateTime::parse_from_rfc3339(&format!("2026-{s}Z"))
+            .unwrap()
+            .to_utc()
     }
 
     fn key(id: &str, retire_at: Option<&str>) -> KeySpec {
+        let secret_ref = SecretKeyRef {
+            name: "s".into(),
+            key: id.into(),
+        };
         KeySpec {
             id: id.into(),
-            secret_ref: SecretKeyRef {
-                name: "s".into(),
-                key: id.into(),
-            },
+            secret_ref,
             retire_at: retire_at.map(t),
         }
     }
 
+    /// `keys("a,b")`: keys without an explicit retireAt, oldest first.
+    fn keys(ids: &str) -> Vec<KeySpec> {
+        ids.split(',').map(|id| key(id, None)).collect()
+    }
+
+    /// One day of overlap, retired keys listed for a week, no usage.
     fn plan(spec: &[KeySpec], prev: &[KeyStatus], now: &str) -> KeysPlan {
-        plan_keys(spec, prev, &HashMap::new(), OVERLAP, KEEP, t(now))
+        plan_keys(spec, prev, &HashMap::new(), DAY, 7 * DAY, t(now))
     }
 
     fn phases(p: &KeysPlan) -> Vec<(&str, Phase, Option<DateTime<Utc>>)> {
@@ -254,6 +264,10 @@ mod tests {
             .iter()
             .map(|k| (k.id.as_str(), k.phase, k.retire_at))
             .collect()
+    }
+
+    fn listed(p: &KeysPlan) -> Vec<&str> {
+        p.status.iter().map(|s| s.id.as_str()).collect()
     }
 
     fn change(id: &str, from: Option<Phase>, to: Phase) -> PhaseChange {
@@ -264,49 +278,41 @@ mod tests {
         }
     }
 
-    fn ids(status: &[KeyStatus]) -> Vec<&str> {
-        status.iter().map(|s| s.id.as_str()).collect()
-    }
-
-    /// `a` alone at 2026-12-01, then `b` added a day later: `a` retires at 2026-12-03.
+    /// `a` alone on 12-01, `b` added on 12-02, so `a` retires on 12-03.
     fn rotated() -> KeysPlan {
-        let first = plan(&[key("a", None)], &[], "2026-12-01T00:00:00Z");
-        plan(
-            &[key("a", None), key("b", None)],
-            &first.status,
-            "2026-12-02T00:00:00Z",
-        )
+        let first = plan(&keys("a"), NONE, "12-01T00:00:00");
+        plan(&keys("a,b"), &first.status, "12-02T00:00:00")
     }
 
     #[test]
     fn first_apply_of_one_key_is_active_forever() {
-        let p = plan(&[key("a", None)], &[], "2026-12-01T00:00:00Z");
+        let p = plan(&keys("a"), NONE, "12-01T00:00:00");
         assert_eq!(phases(&p), [("a", Active, None)]);
-        assert_eq!(p.active.as_deref(), Some("a"));
-        assert_eq!(p.next_transition, None);
+        assert_eq!((p.active.as_deref(), p.next_transition), (Some("a"), None));
         assert_eq!(p.changes, [change("a", None, Active)]);
-        assert_eq!(
-            p.status,
-            [KeyStatus {
-                id: "a".into(),
-                phase: "Active".into(),
-                since: Some("2026-12-01T00:00:00Z".into()),
-                ..Default::default()
-            }]
-        );
+        let since = Some("2026-12-01T00:00:00Z".into());
+        let want = KeyStatus {
+            id: "a".into(),
+            phase: "Active".into(),
+            since,
+            ..Default::default()
+        };
+        assert_eq!(p.status, [want]);
     }
 
     #[test]
     fn adding_a_key_starts_the_overlap_of_the_old_one() {
         let p = rotated();
-        let retire = t("2026-12-03T00:00:00Z");
+        let retire = t("12-03T00:00:00");
         assert_eq!(
             phases(&p),
             [("a", Retiring, Some(retire)), ("b", Active, None)]
         );
-        assert_eq!(p.keys[0].since, t("2026-12-02T00:00:00Z"));
-        assert_eq!(p.active.as_deref(), Some("b"));
-        assert_eq!(p.next_transition, Some(retire));
+        assert_eq!(p.keys[0].since, t("12-02T00:00:00"));
+        assert_eq!(
+            (p.active.as_deref(), p.next_transition),
+            (Some("b"), Some(retire))
+        );
         assert_eq!(
             p.changes,
             [
@@ -323,188 +329,190 @@ mod tests {
     #[test]
     fn reconciling_later_carries_since_and_retire_time_over() {
         let before = rotated();
-        let spec = [key("a", None), key("b", None)];
-        let p = plan(&spec, &before.status, "2026-12-02T01:00:00Z");
-        assert_eq!(p.keys, before.keys);
-        assert_eq!(p.status, before.status);
+        let p = plan(&keys("a,b"), &before.status, "12-02T01:00:00");
+        assert_eq!((&p.keys, &p.status), (&before.keys, &before.status));
         assert_eq!(p.changes, []);
     }
 
     #[test]
     fn retires_exactly_at_retire_time_then_drops_after_keep_retired() {
-        let spec = [key("a", None), key("b", None)];
-        let retire = t("2026-12-03T00:00:00Z");
-        let almost = plan(&spec, &rotated().status, "2026-12-02T23:59:59Z");
+        let spec = keys("a,b");
+        let almost = plan(&spec, &rotated().status, "12-02T23:59:59");
         assert_eq!(almost.keys[0].phase, Retiring);
-        assert_eq!(almost.next_transition, Some(retire));
+        assert_eq!(almost.next_transition, Some(t("12-03T00:00:00")));
 
-        let at = plan(&spec, &almost.status, "2026-12-03T00:00:00Z");
-        assert_eq!(
-            phases(&at),
-            [("a", Retired, Some(retire)), ("b", Active, None)]
-        );
+        let at = plan(&spec, &almost.status, "12-03T00:00:00");
+        let retired = [
+            ("a", Retired, Some(t("12-03T00:00:00"))),
+            ("b", Active, None),
+        ];
+        assert_eq!(phases(&at), retired);
         assert_eq!(at.changes, [change("a", Some(Retiring), Retired)]);
-        assert_eq!(at.next_transition, Some(t("2026-12-10T00:00:00Z")));
+        assert_eq!(at.next_transition, Some(t("12-10T00:00:00")));
 
-        let kept = plan(&spec, &at.status, "2026-12-09T23:59:59Z");
-        assert_eq!(ids(&kept.status), ["a", "b"]);
-        let gone = plan(&spec, &kept.status, "2026-12-10T00:00:00Z");
-        assert_eq!(ids(&gone.status), ["b"]);
-        assert_eq!(phases(&gone), phases(&at));
+        let kept = plan(&spec, &at.status, "12-09T23:59:59");
+        assert_eq!(listed(&kept), ["a", "b"]);
+        let gone = plan(&spec, &kept.status, "12-10T00:00:00");
+        assert_eq!(
+            (phases(&gone), listed(&gone)),
+            (retired.to_vec(), vec!["b"])
+        );
         assert_eq!((gone.next_transition, gone.changes), (None, vec![]));
 
-        // Dropped from status must not read as a brand-new key: that would restart its overlap.
-        let later = plan(&spec, &gone.status, "2026-12-20T00:00:00Z");
+        // Gone from status must not read as a brand-new key: that would restart its overlap.
+        let later = plan(&spec, &gone.status, "12-20T00:00:00");
         assert_eq!(later.keys[0].phase, Retired);
-        assert!(later.keys[0].retire_at.unwrap() <= t("2026-12-20T00:00:00Z"));
-        assert_eq!(ids(&later.status), ["b"]);
+        assert!(later.keys[0].retire_at.unwrap() <= t("12-20T00:00:00"));
+        assert_eq!(listed(&later), ["b"]);
         assert_eq!((later.next_transition, later.changes), (None, vec![]));
     }
 
     #[test]
     fn explicit_retire_at_beats_overlap_both_ways() {
-        let first = plan(&[key("a", None)], &[], "2026-12-01T00:00:00Z");
-        for explicit in ["2026-12-02T02:00:00Z", "2026-12-05T00:00:00Z"] {
+        let first = plan(&keys("a"), NONE, "12-01T00:00:00");
+        for explicit in ["12-02T02:00:00", "12-05T00:00:00"] {
             let spec = [key("a", Some(explicit)), key("b", None)];
-            let p = plan(&spec, &first.status, "2026-12-02T00:00:00Z");
-            assert_eq!(p.keys[0].phase, Retiring);
-            assert_eq!(p.keys[0].retire_at, Some(t(explicit)));
+            let p = plan(&spec, &first.status, "12-02T00:00:00");
+            assert_eq!(phases(&p)[0], ("a", Retiring, Some(t(explicit))));
             assert_eq!(p.next_transition, Some(t(explicit)));
         }
     }
 
     #[test]
     fn explicit_retire_at_on_the_only_key() {
-        let spec = [key("a", Some("2026-12-05T00:00:00Z"))];
-        let p = plan(&spec, &[], "2026-12-01T00:00:00Z");
-        assert_eq!(phases(&p), [("a", Active, Some(t("2026-12-05T00:00:00Z")))]);
-        assert_eq!(p.next_transition, Some(t("2026-12-05T00:00:00Z")));
-        let p = plan(&spec, &p.status, "2026-12-05T00:00:00Z");
-        assert_eq!(p.keys[0].phase, Retired);
-        assert_eq!(p.active, None);
+        let spec = [key("a", Some("12-05T00:00:00"))];
+        let p = plan(&spec, NONE, "12-01T00:00:00");
+        assert_eq!(phases(&p), [("a", Active, Some(t("12-05T00:00:00")))]);
+        assert_eq!(p.next_transition, Some(t("12-05T00:00:00")));
+        let p = plan(&spec, &p.status, "12-05T00:00:00");
+        assert_eq!((p.keys[0].phase, p.active), (Retired, None));
         assert_eq!(p.changes, [change("a", Some(Active), Retired)]);
-        assert_eq!(p.next_transition, Some(t("2026-12-12T00:00:00Z")));
+        assert_eq!(p.next_transition, Some(t("12-12T00:00:00")));
     }
 
     #[test]
     fn removing_the_new_key_rolls_back_to_the_old_one() {
-        let p = plan(&[key("a", None)], &rotated().status, "2026-12-02T01:00:00Z");
+        let p = plan(&keys("a"), &rotated().status, "12-02T01:00:00");
         assert_eq!(phases(&p), [("a", Active, None)]);
-        assert_eq!(p.keys[0].since, t("2026-12-02T01:00:00Z"));
-        assert_eq!(ids(&p.status), ["a"]);
+        assert_eq!(
+            (p.keys[0].since, listed(&p)),
+            (t("12-02T01:00:00"), vec!["a"])
+        );
         assert_eq!(p.changes, [change("a", Some(Retiring), Active)]);
         assert_eq!(p.next_transition, None);
     }
 
     #[test]
     fn rollback_cannot_revive_an_implicitly_retired_key() {
-        let spec = [key("a", None), key("b", None)];
-        let retired = plan(&spec, &rotated().status, "2026-12-03T00:00:00Z");
-        let p = plan(&[key("a", None)], &retired.status, "2026-12-03T01:00:00Z");
-        assert_eq!(
-            phases(&p),
-            [("a", Retired, Some(t("2026-12-03T00:00:00Z")))]
-        );
-        assert_eq!(p.active, None);
-        assert_eq!(p.changes, []);
+        let retired = plan(&keys("a,b"), &rotated().status, "12-03T00:00:00");
+        let p = plan(&keys("a"), &retired.status, "12-03T01:00:00");
+        assert_eq!(phases(&p), [("a", Retired, Some(t("12-03T00:00:00")))]);
+        assert_eq!((p.active, p.changes), (None, vec![]));
     }
 
     #[test]
     fn later_explicit_retire_at_extends_or_revives() {
-        let spec = [key("a", Some("2026-12-06T00:00:00Z")), key("b", None)];
-        let p = plan(&spec, &rotated().status, "2026-12-02T01:00:00Z");
-        assert_eq!(p.keys[0].phase, Retiring);
-        assert_eq!(p.keys[0].retire_at, Some(t("2026-12-06T00:00:00Z")));
-        assert_eq!(p.keys[0].since, t("2026-12-02T00:00:00Z"));
-        assert_eq!(p.changes, []);
+        let spec = [key("a", Some("12-06T00:00:00")), key("b", None)];
+        let p = plan(&spec, &rotated().status, "12-02T01:00:00");
+        assert_eq!(phases(&p)[0], ("a", Retiring, Some(t("12-06T00:00:00"))));
+        assert_eq!((p.keys[0].since, p.changes), (t("12-02T00:00:00"), vec![]));
 
-        let implicit = [key("a", None), key("b", None)];
-        let retired = plan(&implicit, &rotated().status, "2026-12-03T00:00:00Z");
-        let p = plan(&spec, &retired.status, "2026-12-03T01:00:00Z");
+        let retired = plan(&keys("a,b"), &rotated().status, "12-03T00:00:00");
+        let p = plan(&spec, &retired.status, "12-03T01:00:00");
         assert_eq!(p.keys[0].phase, Retiring);
         assert_eq!(p.changes, [change("a", Some(Retired), Retiring)]);
     }
 
     #[test]
     fn several_keys_at_once_only_the_newest_is_active() {
-        let spec = [key("a", None), key("b", None), key("c", None)];
-        let p = plan(&spec, &[], "2026-12-01T00:00:00Z");
-        let retire = Some(t("2026-12-02T00:00:00Z"));
+        let p = plan(&keys("a,b,c"), NONE, "12-01T00:00:00");
+        let retire = Some(t("12-02T00:00:00"));
+        let want = [
+            ("a", Retiring, retire),
+            ("b", Retiring, retire),
+            ("c", Active, None),
+        ];
         assert_eq!(
-            phases(&p),
-            [
-                ("a", Retiring, retire),
-                ("b", Retiring, retire),
-                ("c", Active, None)
-            ]
+            (phases(&p), p.active.as_deref()),
+            (want.to_vec(), Some("c"))
         );
-        assert_eq!(p.active.as_deref(), Some("c"));
     }
 
     #[test]
     fn a_newer_key_already_past_its_retire_at_does_not_supersede() {
-        let spec = [key("a", None), key("b", Some("2026-11-01T00:00:00Z"))];
-        let p = plan(&spec, &[], "2026-12-01T00:00:00Z");
+        let spec = [key("a", None), key("b", Some("11-01T00:00:00"))];
+        let p = plan(&spec, NONE, "12-01T00:00:00");
+        let want = [
+            ("a", Active, None),
+            ("b", Retired, Some(t("11-01T00:00:00"))),
+        ];
+        assert_eq!(phases(&p), want);
+        // Retired a month ago with a week's keep: never listed, so no event for it either.
         assert_eq!(
-            phases(&p),
-            [
-                ("a", Active, None),
-                ("b", Retired, Some(t("2026-11-01T00:00:00Z")))
-            ]
+            (listed(&p), p.changes),
+            (vec!["a"], vec![change("a", None, Active)])
         );
-        // Retired 30 days ago with a 7-day keep: never shown, so no event either.
-        assert_eq!(ids(&p.status), ["a"]);
-        assert_eq!(p.changes, [change("a", None, Active)]);
     }
 
     #[test]
     fn last_used_is_copied_and_recent_use_of_a_retiring_key_is_flagged() {
-        let spec = [key("a", None), key("b", None), key("c", None)];
-        let now = t("2026-12-01T12:00:00Z");
+        let spec = keys("a,b,c");
         let used: HashMap<_, _> = [
-            ("a".to_string(), t("2026-12-01T11:30:00Z")),
-            ("b".to_string(), t("2026-12-01T10:00:00Z")),
-            ("c".to_string(), t("2026-12-01T11:59:00Z")),
+            ("a", "12-01T11:30:00"),
+            ("b", "12-01T10:00:00"),
+            ("c", "12-01T11:59:00"),
         ]
+        .map(|(id, at)| (id.to_string(), t(at)))
         .into();
-        let p = plan_keys(&spec, &[], &used, OVERLAP, KEEP, now);
+        let p = plan_keys(&spec, NONE, &used, DAY, DAY, t("12-01T12:00:00"));
         assert_eq!(p.retiring_in_use, ["a"]);
         assert_eq!(
             p.status[0].last_used_at.as_deref(),
             Some("2026-12-01T11:30:00Z")
         );
-        assert_eq!(p.keys[2].last_used_at, Some(t("2026-12-01T11:59:00Z")));
-        assert_eq!(p.next_transition, Some(t("2026-12-01T12:30:00Z")));
+        assert_eq!(p.keys[2].last_used_at, Some(t("12-01T11:59:00")));
+        assert_eq!(p.next_transition, Some(t("12-01T12:30:00")));
+        // An inbox that restarted and forgot the use must not erase it from status.
         let p = plan_keys(
             &spec,
             &p.status,
-            &used,
-            OVERLAP,
-            KEEP,
-            t("2026-12-01T12:30:00Z"),
+            &HashMap::new(),
+            DAY,
+            DAY,
+            t("12-01T12:30:00"),
         );
         assert_eq!(p.retiring_in_use, Vec::<String>::new());
+        assert_eq!(p.keys[0].last_used_at, Some(t("12-01T11:30:00")));
     }
 
     #[test]
     fn keys_removed_from_the_spec_leave_the_status() {
-        let all = [key("a", None), key("b", None), key("c", None)];
-        let p = plan(&all, &[], "2026-12-01T00:00:00Z");
-        let p = plan(&all[1..], &p.status, "2026-12-01T01:00:00Z");
-        assert_eq!(ids(&p.status), ["b", "c"]);
-        assert_eq!(p.keys.len(), 2);
-        assert_eq!(p.changes, []);
+        let all = keys("a,b,c");
+        let p = plan(&all, NONE, "12-01T00:00:00");
+        let p = plan(&all[1..], &p.status, "12-01T01:00:00");
+        assert_eq!(
+            (listed(&p), p.keys.len(), p.changes),
+            (vec!["b", "c"], 2, vec![])
+        );
     }
 
     #[test]
     fn feeding_the_status_back_at_the_same_instant_is_idempotent() {
-        let spec = [key("a", None), key("b", Some("2026-12-03T00:00:00.250Z"))];
+        // Sub-second instants everywhere, since status keeps only whole seconds.
         let overlap = Duration::from_millis(90_000_700);
-        for now in ["2026-12-01T00:00:00.600Z", "2026-12-03T00:00:00.600Z"] {
-            let now = t(now);
-            let once = plan_keys(&spec, &[], &HashMap::new(), overlap, KEEP, now);
-            let twice = plan_keys(&spec, &once.status, &HashMap::new(), overlap, KEEP, now);
-            assert_eq!(twice.changes, []);
+        let run = |spec: &[KeySpec], prev: &[KeyStatus], now: &str| {
+            plan_keys(spec, prev, &HashMap::new(), overlap, DAY, t(now))
+        };
+        let explicit = [key("a", None), key("b", Some("12-03T00:00:00.250"))];
+        let start = run(&keys("a,b"), NONE, "12-01T00:00:00.600");
+        let cases = [
+            (&explicit[..], NONE, "12-01T00:00:00.600"),
+            (&explicit[..], NONE, "12-03T00:00:00.600"),
+            (&keys("a,b")[..], &start.status[..], "12-02T02:00:00.600"),
+        ];
+        for (spec, prev, now) in cases {
+            let once = run(spec, prev, now);
+            let twice = run(spec, &once.status, now);
             assert_eq!(
                 KeysPlan {
                     changes: vec![],
@@ -518,22 +526,30 @@ mod tests {
 
     #[test]
     fn unparseable_previous_values_are_treated_as_absent() {
-        let spec = [key("a", None), key("b", None)];
         let junk = |id: &str, phase: &str| KeyStatus {
             id: id.into(),
             phase: phase.into(),
             since: Some("yesterday".into()),
             retire_at: Some("soon".into()),
-            last_used_at: Some("".into()),
+            last_used_at: Some(String::new()),
         };
-        let prev = [junk("a", "Retiring"), junk("b", "Bogus")];
-        let p = plan(&spec, &prev, "2026-12-01T00:00:00Z");
-        let retire = Some(t("2026-12-02T00:00:00Z"));
-        assert_eq!(phases(&p), [("a", Retiring, retire), ("b", Active, None)]);
-        assert_eq!(p.keys[0].since, t("2026-12-01T00:00:00Z"));
-        assert_eq!(p.keys[0].last_used_at, None);
+        let spec = keys("a,b");
+        let p = plan(
+            &spec,
+            &[junk("a", "Retiring"), junk("b", "Bogus")],
+            "12-01T00:00:00",
+        );
+        let want = [
+            ("a", Retiring, Some(t("12-02T00:00:00"))),
+            ("b", Active, None),
+        ];
+        assert_eq!(phases(&p), want);
+        assert_eq!(
+            (p.keys[0].since, p.keys[0].last_used_at),
+            (t("12-01T00:00:00"), None)
+        );
         assert_eq!(p.changes, [change("b", None, Active)]);
-        let again = plan(&spec, &p.status, "2026-12-01T01:00:00Z");
+        let again = plan(&spec, &p.status, "12-01T01:00:00");
         assert_eq!((again.keys, again.changes), (p.keys, vec![]));
     }
 }

@@ -1,6 +1,7 @@
 //! The webhook receiver: an axum router whose one fallback handler looks the path up in a route
 //! table that can be swapped atomically while requests are in flight.
 
+pub mod cluster;
 mod handler;
 pub mod reply;
 pub mod route;
