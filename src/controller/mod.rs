@@ -1,3 +1,4 @@
 //! The Kubernetes side: compiled routes and, in the controller, staged key rotation.
 
 pub mod compiled;
+pub mod phases;

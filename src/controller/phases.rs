@@ -171,7 +171,7 @@ pub fn plan_keys(
     // Strictly within the window, so the flag clears exactly at last_used + 1h and that instant
     // can be scheduled.
     let in_use_until = |k: &KeyPlan| match (k.phase, k.last_used_at) {
-        (Phase::Retiring, Some(t)) => Some(t + IN_USE_WINDOW).filter(|&u| u > now),
+        (Phase::Retiring, Some(t)) => t.checked_add_signed(IN_USE_WINDOW).filter(|&u| u > now),
         _ => None,
     };
 
@@ -223,7 +223,6 @@ pub fn plan_keys(
 
 #[cfg(test)]
 mod tests {
-    use super::Phase::{Active, Retired, Retiring};
     use super::*;
     use crate::crd::SecretKeyRef;
 
@@ -259,23 +258,28 @@ mod tests {
         plan_keys(spec, prev, &HashMap::new(), DAY, 7 * DAY, t(now))
     }
 
-    fn phases(p: &KeysPlan) -> Vec<(&str, Phase, Option<DateTime<Utc>>)> {
-        p.keys
-            .iter()
-            .map(|k| (k.id.as_str(), k.phase, k.retire_at))
-            .collect()
+    /// Every key as `id:Phase@retire_at`, so one exact string pins all phases and times.
+    fn show(p: &KeysPlan) -> String {
+        let key = |k: &KeyPlan| match k.retire_at {
+            Some(r) => format!("{}:{:?}@{}", k.id, k.phase, r.format("%m-%dT%H:%M:%S")),
+            None => format!("{}:{:?}", k.id, k.phase),
+        };
+        p.keys.iter().map(key).collect::<Vec<_>>().join(" ")
+    }
+
+    /// Phase changes as `id:From>To`, `new` for a key not in the previous status.
+    fn moves(p: &KeysPlan) -> String {
+        let from = |c: &PhaseChange| c.from.map_or("new".into(), |f| format!("{f:?}"));
+        let change = |c: &PhaseChange| format!("{}:{}>{:?}", c.id, from(c), c.to);
+        p.changes.iter().map(change).collect::<Vec<_>>().join(" ")
     }
 
     fn listed(p: &KeysPlan) -> Vec<&str> {
         p.status.iter().map(|s| s.id.as_str()).collect()
     }
 
-    fn change(id: &str, from: Option<Phase>, to: Phase) -> PhaseChange {
-        PhaseChange {
-            id: id.into(),
-            from,
-            to,
-        }
+    fn next(p: &KeysPlan) -> Option<DateTime<Utc>> {
+        p.next_transition
     }
 
     /// `a` alone on 12-01, `b` added on 12-02, so `a` retires on 12-03.
@@ -287,9 +291,10 @@ mod tests {
     #[test]
     fn first_apply_of_one_key_is_active_forever() {
         let p = plan(&keys("a"), NONE, "12-01T00:00:00");
-        assert_eq!(phases(&p), [("a", Active, None)]);
-        assert_eq!((p.active.as_deref(), p.next_transition), (Some("a"), None));
-        assert_eq!(p.changes, [change("a", None, Active)]);
+        assert_eq!(show(&p), "a:Active");
+        assert_eq!(moves(&p), "a:new>Active");
+        assert_eq!(p.active.as_deref(), Some("a"));
+        assert_eq!(next(&p), None);
         let since = Some("2026-12-01T00:00:00Z".into());
         let want = KeyStatus {
             id: "a".into(),
@@ -303,27 +308,13 @@ mod tests {
     #[test]
     fn adding_a_key_starts_the_overlap_of_the_old_one() {
         let p = rotated();
-        let retire = t("12-03T00:00:00");
-        assert_eq!(
-            phases(&p),
-            [("a", Retiring, Some(retire)), ("b", Active, None)]
-        );
+        assert_eq!(show(&p), "a:Retiring@12-03T00:00:00 b:Active");
+        assert_eq!(moves(&p), "a:Active>Retiring b:new>Active");
         assert_eq!(p.keys[0].since, t("12-02T00:00:00"));
-        assert_eq!(
-            (p.active.as_deref(), p.next_transition),
-            (Some("b"), Some(retire))
-        );
-        assert_eq!(
-            p.changes,
-            [
-                change("a", Some(Active), Retiring),
-                change("b", None, Active)
-            ]
-        );
-        assert_eq!(
-            p.status[0].retire_at.as_deref(),
-            Some("2026-12-03T00:00:00Z")
-        );
+        assert_eq!(p.active.as_deref(), Some("b"));
+        assert_eq!(next(&p), Some(t("12-03T00:00:00")));
+        let retire_at = p.status[0].retire_at.as_deref();
+        assert_eq!(retire_at, Some("2026-12-03T00:00:00Z"));
     }
 
     #[test]
@@ -331,40 +322,36 @@ mod tests {
         let before = rotated();
         let p = plan(&keys("a,b"), &before.status, "12-02T01:00:00");
         assert_eq!((&p.keys, &p.status), (&before.keys, &before.status));
-        assert_eq!(p.changes, []);
+        assert_eq!(moves(&p), "");
     }
 
     #[test]
     fn retires_exactly_at_retire_time_then_drops_after_keep_retired() {
         let spec = keys("a,b");
         let almost = plan(&spec, &rotated().status, "12-02T23:59:59");
-        assert_eq!(almost.keys[0].phase, Retiring);
-        assert_eq!(almost.next_transition, Some(t("12-03T00:00:00")));
+        assert_eq!(show(&almost), "a:Retiring@12-03T00:00:00 b:Active");
+        assert_eq!(next(&almost), Some(t("12-03T00:00:00")));
 
         let at = plan(&spec, &almost.status, "12-03T00:00:00");
-        let retired = [
-            ("a", Retired, Some(t("12-03T00:00:00"))),
-            ("b", Active, None),
-        ];
-        assert_eq!(phases(&at), retired);
-        assert_eq!(at.changes, [change("a", Some(Retiring), Retired)]);
-        assert_eq!(at.next_transition, Some(t("12-10T00:00:00")));
+        assert_eq!(show(&at), "a:Retired@12-03T00:00:00 b:Active");
+        assert_eq!(moves(&at), "a:Retiring>Retired");
+        assert_eq!(next(&at), Some(t("12-10T00:00:00")));
 
         let kept = plan(&spec, &at.status, "12-09T23:59:59");
         assert_eq!(listed(&kept), ["a", "b"]);
         let gone = plan(&spec, &kept.status, "12-10T00:00:00");
-        assert_eq!(
-            (phases(&gone), listed(&gone)),
-            (retired.to_vec(), vec!["b"])
-        );
-        assert_eq!((gone.next_transition, gone.changes), (None, vec![]));
+        assert_eq!(show(&gone), "a:Retired@12-03T00:00:00 b:Active");
+        assert_eq!(listed(&gone), ["b"]);
+        assert_eq!(moves(&gone), "");
+        assert_eq!(next(&gone), None);
 
         // Gone from status must not read as a brand-new key: that would restart its overlap.
         let later = plan(&spec, &gone.status, "12-20T00:00:00");
-        assert_eq!(later.keys[0].phase, Retired);
+        assert_eq!(later.keys[0].phase, Phase::Retired);
         assert!(later.keys[0].retire_at.unwrap() <= t("12-20T00:00:00"));
         assert_eq!(listed(&later), ["b"]);
-        assert_eq!((later.next_transition, later.changes), (None, vec![]));
+        assert_eq!(moves(&later), "");
+        assert_eq!(next(&later), None);
     }
 
     #[test]
@@ -373,8 +360,8 @@ mod tests {
         for explicit in ["12-02T02:00:00", "12-05T00:00:00"] {
             let spec = [key("a", Some(explicit)), key("b", None)];
             let p = plan(&spec, &first.status, "12-02T00:00:00");
-            assert_eq!(phases(&p)[0], ("a", Retiring, Some(t(explicit))));
-            assert_eq!(p.next_transition, Some(t(explicit)));
+            assert_eq!(show(&p), format!("a:Retiring@{explicit} b:Active"));
+            assert_eq!(next(&p), Some(t(explicit)));
         }
     }
 
@@ -382,105 +369,85 @@ mod tests {
     fn explicit_retire_at_on_the_only_key() {
         let spec = [key("a", Some("12-05T00:00:00"))];
         let p = plan(&spec, NONE, "12-01T00:00:00");
-        assert_eq!(phases(&p), [("a", Active, Some(t("12-05T00:00:00")))]);
-        assert_eq!(p.next_transition, Some(t("12-05T00:00:00")));
+        assert_eq!(show(&p), "a:Active@12-05T00:00:00");
+        assert_eq!(next(&p), Some(t("12-05T00:00:00")));
         let p = plan(&spec, &p.status, "12-05T00:00:00");
-        assert_eq!((p.keys[0].phase, p.active), (Retired, None));
-        assert_eq!(p.changes, [change("a", Some(Active), Retired)]);
-        assert_eq!(p.next_transition, Some(t("12-12T00:00:00")));
+        assert_eq!(show(&p), "a:Retired@12-05T00:00:00");
+        assert_eq!(moves(&p), "a:Active>Retired");
+        assert_eq!(p.active, None);
+        assert_eq!(next(&p), Some(t("12-12T00:00:00")));
     }
 
     #[test]
     fn removing_the_new_key_rolls_back_to_the_old_one() {
         let p = plan(&keys("a"), &rotated().status, "12-02T01:00:00");
-        assert_eq!(phases(&p), [("a", Active, None)]);
-        assert_eq!(
-            (p.keys[0].since, listed(&p)),
-            (t("12-02T01:00:00"), vec!["a"])
-        );
-        assert_eq!(p.changes, [change("a", Some(Retiring), Active)]);
-        assert_eq!(p.next_transition, None);
+        assert_eq!(show(&p), "a:Active");
+        assert_eq!(moves(&p), "a:Retiring>Active");
+        assert_eq!(p.keys[0].since, t("12-02T01:00:00"));
+        assert_eq!(listed(&p), ["a"]);
+        assert_eq!(next(&p), None);
+
+        // Retiring the new key instead rolls back the same way.
+        let spec = [key("a", None), key("b", Some("12-02T00:30:00"))];
+        let p = plan(&spec, &rotated().status, "12-02T01:00:00");
+        assert_eq!(show(&p), "a:Active b:Retired@12-02T00:30:00");
+        assert_eq!(moves(&p), "a:Retiring>Active b:Active>Retired");
     }
 
     #[test]
     fn rollback_cannot_revive_an_implicitly_retired_key() {
         let retired = plan(&keys("a,b"), &rotated().status, "12-03T00:00:00");
         let p = plan(&keys("a"), &retired.status, "12-03T01:00:00");
-        assert_eq!(phases(&p), [("a", Retired, Some(t("12-03T00:00:00")))]);
-        assert_eq!((p.active, p.changes), (None, vec![]));
+        assert_eq!(show(&p), "a:Retired@12-03T00:00:00");
+        assert_eq!(moves(&p), "");
+        assert_eq!(p.active, None);
     }
 
     #[test]
     fn later_explicit_retire_at_extends_or_revives() {
         let spec = [key("a", Some("12-06T00:00:00")), key("b", None)];
         let p = plan(&spec, &rotated().status, "12-02T01:00:00");
-        assert_eq!(phases(&p)[0], ("a", Retiring, Some(t("12-06T00:00:00"))));
-        assert_eq!((p.keys[0].since, p.changes), (t("12-02T00:00:00"), vec![]));
+        assert_eq!(show(&p), "a:Retiring@12-06T00:00:00 b:Active");
+        assert_eq!(moves(&p), "");
+        assert_eq!(p.keys[0].since, t("12-02T00:00:00"));
 
         let retired = plan(&keys("a,b"), &rotated().status, "12-03T00:00:00");
         let p = plan(&spec, &retired.status, "12-03T01:00:00");
-        assert_eq!(p.keys[0].phase, Retiring);
-        assert_eq!(p.changes, [change("a", Some(Retired), Retiring)]);
+        assert_eq!(show(&p), "a:Retiring@12-06T00:00:00 b:Active");
+        assert_eq!(moves(&p), "a:Retired>Retiring");
     }
 
     #[test]
     fn several_keys_at_once_only_the_newest_is_active() {
         let p = plan(&keys("a,b,c"), NONE, "12-01T00:00:00");
-        let retire = Some(t("12-02T00:00:00"));
-        let want = [
-            ("a", Retiring, retire),
-            ("b", Retiring, retire),
-            ("c", Active, None),
-        ];
-        assert_eq!(
-            (phases(&p), p.active.as_deref()),
-            (want.to_vec(), Some("c"))
-        );
+        let want = "a:Retiring@12-02T00:00:00 b:Retiring@12-02T00:00:00 c:Active";
+        assert_eq!(show(&p), want);
+        assert_eq!(p.active.as_deref(), Some("c"));
     }
 
     #[test]
     fn a_newer_key_already_past_its_retire_at_does_not_supersede() {
         let spec = [key("a", None), key("b", Some("11-01T00:00:00"))];
         let p = plan(&spec, NONE, "12-01T00:00:00");
-        let want = [
-            ("a", Active, None),
-            ("b", Retired, Some(t("11-01T00:00:00"))),
-        ];
-        assert_eq!(phases(&p), want);
+        assert_eq!(show(&p), "a:Active b:Retired@11-01T00:00:00");
         // Retired a month ago with a week's keep: never listed, so no event for it either.
-        assert_eq!(
-            (listed(&p), p.changes),
-            (vec!["a"], vec![change("a", None, Active)])
-        );
+        assert_eq!(listed(&p), ["a"]);
+        assert_eq!(moves(&p), "a:new>Active");
     }
 
     #[test]
     fn last_used_is_copied_and_recent_use_of_a_retiring_key_is_flagged() {
         let spec = keys("a,b,c");
-        let used: HashMap<_, _> = [
-            ("a", "12-01T11:30:00"),
-            ("b", "12-01T10:00:00"),
-            ("c", "12-01T11:59:00"),
-        ]
-        .map(|(id, at)| (id.to_string(), t(at)))
-        .into();
-        let p = plan_keys(&spec, NONE, &used, DAY, DAY, t("12-01T12:00:00"));
+        let used = [("a", "11:30"), ("b", "10:00"), ("c", "11:59")];
+        let used = used.map(|(id, at)| (id.to_string(), t(&format!("12-01T{at}:00"))));
+        let p = plan_keys(&spec, NONE, &used.into(), DAY, DAY, t("12-01T12:00:00"));
         assert_eq!(p.retiring_in_use, ["a"]);
-        assert_eq!(
-            p.status[0].last_used_at.as_deref(),
-            Some("2026-12-01T11:30:00Z")
-        );
+        let a_used = p.status[0].last_used_at.as_deref();
+        assert_eq!(a_used, Some("2026-12-01T11:30:00Z"));
         assert_eq!(p.keys[2].last_used_at, Some(t("12-01T11:59:00")));
-        assert_eq!(p.next_transition, Some(t("12-01T12:30:00")));
+        assert_eq!(next(&p), Some(t("12-01T12:30:00")));
         // An inbox that restarted and forgot the use must not erase it from status.
-        let p = plan_keys(
-            &spec,
-            &p.status,
-            &HashMap::new(),
-            DAY,
-            DAY,
-            t("12-01T12:30:00"),
-        );
+        let p = plan(&spec, &p.status, "12-01T12:30:00");
         assert_eq!(p.retiring_in_use, Vec::<String>::new());
         assert_eq!(p.keys[0].last_used_at, Some(t("12-01T11:30:00")));
     }
@@ -490,10 +457,9 @@ mod tests {
         let all = keys("a,b,c");
         let p = plan(&all, NONE, "12-01T00:00:00");
         let p = plan(&all[1..], &p.status, "12-01T01:00:00");
-        assert_eq!(
-            (listed(&p), p.keys.len(), p.changes),
-            (vec!["b", "c"], 2, vec![])
-        );
+        assert_eq!(show(&p), "b:Retiring@12-02T00:00:00 c:Active");
+        assert_eq!(listed(&p), ["b", "c"]);
+        assert_eq!(moves(&p), "");
     }
 
     #[test]
@@ -511,16 +477,9 @@ mod tests {
             (&keys("a,b")[..], &start.status[..], "12-02T02:00:00.600"),
         ];
         for (spec, prev, now) in cases {
-            let once = run(spec, prev, now);
-            let twice = run(spec, &once.status, now);
-            assert_eq!(
-                KeysPlan {
-                    changes: vec![],
-                    ..once
-                },
-                twice,
-                "at {now}"
-            );
+            let mut once = run(spec, prev, now);
+            once.changes.clear();
+            assert_eq!(once, run(spec, &once.status, now), "at {now}");
         }
     }
 
@@ -534,22 +493,13 @@ mod tests {
             last_used_at: Some(String::new()),
         };
         let spec = keys("a,b");
-        let p = plan(
-            &spec,
-            &[junk("a", "Retiring"), junk("b", "Bogus")],
-            "12-01T00:00:00",
-        );
-        let want = [
-            ("a", Retiring, Some(t("12-02T00:00:00"))),
-            ("b", Active, None),
-        ];
-        assert_eq!(phases(&p), want);
-        assert_eq!(
-            (p.keys[0].since, p.keys[0].last_used_at),
-            (t("12-01T00:00:00"), None)
-        );
-        assert_eq!(p.changes, [change("b", None, Active)]);
+        let prev = [junk("a", "Retiring"), junk("b", "Bogus")];
+        let p = plan(&spec, &prev, "12-01T00:00:00");
+        assert_eq!(show(&p), "a:Retiring@12-02T00:00:00 b:Active");
+        assert_eq!(moves(&p), "b:new>Active");
+        assert_eq!(p.keys[0].since, t("12-01T00:00:00"));
+        assert_eq!(p.keys[0].last_used_at, None);
         let again = plan(&spec, &p.status, "12-01T01:00:00");
-        assert_eq!((again.keys, again.changes), (p.keys, vec![]));
+        assert_eq!((moves(&again), again.keys), (String::new(), p.keys));
     }
 }
