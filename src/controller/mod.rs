@@ -2,3 +2,4 @@
 
 pub mod compiled;
 pub mod phases;
+pub mod plan;
