@@ -16,6 +16,8 @@ pub enum Error {
     Database(#[from] sqlx::Error),
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
     #[error("{path}: {source}")]
     Io {
         path: String,

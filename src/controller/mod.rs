@@ -3,3 +3,4 @@
 pub mod compiled;
 pub mod phases;
 pub mod plan;
+pub mod reconcile;

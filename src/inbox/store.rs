@@ -156,3 +156,19 @@ impl Inbox {
         })
     }
 }
+
+const KEYS_LAST_USED: &str =
+    "SELECT key_id, MAX(received_at) FROM inbox_events WHERE integration = $1 GROUP BY key_id";
+
+impl Inbox {
+    /// When each key last verified an event of `integration` (for the controller's `lastUsedAt`).
+    pub async fn keys_last_used(
+        &self,
+        integration: &str,
+    ) -> Result<std::collections::HashMap<String, DateTime<Utc>>> {
+        backend!(self, pool => {
+            let rows = sqlx::query(KEYS_LAST_USED).bind(integration).fetch_all(pool).await?;
+            rows.iter().map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).collect()
+        })
+    }
+}

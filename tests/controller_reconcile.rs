@@ -1,0 +1,347 @@
+//! The reconciler against a scripted mock API server (tower-test): each test lists the exact API
+//! calls a reconcile must make, in order, and what the server answers.
+
+use chrono::{DateTime, Utc};
+use hookgate::controller::reconcile::{Context, FINALIZER, reconcile};
+use hookgate::crd::WebhookIntegration;
+use http::{Request, Response};
+use kube::Client;
+use kube::client::Body;
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Recorder, Reporter};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+fn now() -> DateTime<Utc> {
+    "2026-12-01T00:00:00Z".parse().unwrap()
+}
+
+fn context() -> (Arc<Context>, Handle) {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "hookgate-controller".into(),
+            instance: None,
+        },
+    );
+    let ctx = Context {
+        client,
+        namespace: "hookgate-system".into(),
+        inbox: None,
+        recorder,
+        clock: now,
+    };
+    (Arc::new(ctx), handle)
+}
+
+fn integration(
+    keys: Value,
+    status: Option<Value>,
+    finalizer: bool,
+    deleting: bool,
+) -> WebhookIntegration {
+    let mut wi = json!({
+        "apiVersion": "hookgate.dev/v1alpha1",
+        "kind": "WebhookIntegration",
+        "metadata": {"name": "stripe", "namespace": "pay", "generation": 2, "resourceVersion": "7", "uid": "u-1"},
+        "spec": {"scheme": {"type": "stripe"}, "keys": keys, "rotation": {"overlap": "24h"},
+                 "delivery": {"url": "http://billing:8080/hooks"}},
+    });
+    if finalizer {
+        wi["metadata"]["finalizers"] = json!([FINALIZER]);
+    }
+    if deleting {
+        wi["metadata"]["deletionTimestamp"] = json!("2026-12-01T00:00:00Z");
+    }
+    if let Some(s) = status {
+        wi["status"] = s;
+    }
+    serde_json::from_value(wi).unwrap()
+}
+
+fn keys(ids: &[&str]) -> Value {
+    Value::Array(
+        ids.iter()
+            .map(|id| json!({"id": id, "secretRef": {"name": "stripe-keys", "key": id}}))
+            .collect(),
+    )
+}
+
+fn secret() -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "stripe-keys", "namespace": "pay"},
+           "data": {"v1": "d2hzZWNfb25l", "v2": "d2hzZWNfdHdv"}})
+}
+
+fn not_found() -> (u16, Value) {
+    (
+        404,
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"}),
+    )
+}
+
+/// Answers the next request if it matches `method` and `path` (query ignored); returns its body.
+async fn expect(handle: &mut Handle, method: &str, path: &str, answer: (u16, Value)) -> Value {
+    let (request, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
+        .await
+        .unwrap_or_else(|_| panic!("no request; expected {method} {path}"))
+        .expect("service not called");
+    assert_eq!(request.method().as_str(), method, "{}", request.uri());
+    assert_eq!(request.uri().path(), path);
+    let bytes = request.into_body().collect_bytes().await.unwrap();
+    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let response = Response::builder()
+        .status(answer.0)
+        .body(Body::from(serde_json::to_vec(&answer.1).unwrap()))
+        .unwrap();
+    send.send_response(response);
+    body
+}
+
+const WI: &str = "/apis/hookgate.dev/v1alpha1/namespaces/pay/webhookintegrations/stripe";
+const ROUTE: &str = "/api/v1/namespaces/hookgate-system/secrets/route.pay.stripe";
+const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/pay/events";
+
+fn condition<'a>(status: &'a Value, t: &str) -> &'a Value {
+    status["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == t)
+        .unwrap()
+}
+
+#[tokio::test]
+async fn first_apply_adds_the_finalizer_then_programs_the_route() {
+    let (ctx, mut api) = context();
+    let wi = integration(keys(&["v1"]), None, false, false);
+    let with_finalizer =
+        serde_json::to_value(integration(keys(&["v1"]), None, true, false)).unwrap();
+    let script = tokio::spawn(async move {
+        let patch = expect(&mut api, "PATCH", WI, (200, with_finalizer)).await;
+        assert!(patch.to_string().contains(FINALIZER), "{patch}");
+        api
+    });
+    assert_eq!(run(wi, ctx.clone()).await.unwrap(), Action::await_change());
+    let mut api = script.await.unwrap();
+
+    let wi = integration(keys(&["v1"]), None, true, false);
+    let script = tokio::spawn(async move {
+        expect(
+            &mut api,
+            "GET",
+            "/api/v1/namespaces/pay/secrets/stripe-keys",
+            (200, secret()),
+        )
+        .await;
+        let route = expect(&mut api, "PATCH", ROUTE, (200, route_answer())).await;
+        assert_eq!(
+            route["metadata"]["labels"]["hookgate.dev/route"],
+            "pay.stripe"
+        );
+        assert!(route["data"]["manifests.yaml"].is_string());
+        let status = expect(
+            &mut api,
+            "PATCH",
+            &format!("{WI}/status"),
+            (200, wi_answer()),
+        )
+        .await;
+        assert_eq!(condition(&status, "Ready")["status"], "True");
+        assert_eq!(status["status"]["keys"][0]["phase"], "Active");
+        assert_eq!(status["status"]["route"], "/hooks/pay/stripe");
+        let event = expect(&mut api, "POST", EVENTS, (201, event_answer())).await;
+        assert_eq!(event["reason"], "KeyActivated");
+    });
+    let action = run(wi, ctx).await.unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_secs(3600)));
+    script.await.unwrap();
+}
+
+#[tokio::test]
+async fn adding_a_key_moves_the_old_one_to_retiring_and_requeues() {
+    let (ctx, mut api) = context();
+    let previous =
+        json!({"keys": [{"id": "v1", "phase": "Active", "since": "2026-11-01T00:00:00Z"}]});
+    let wi = integration(keys(&["v1", "v2"]), Some(previous), true, false);
+    let script = tokio::spawn(async move {
+        expect(
+            &mut api,
+            "GET",
+            "/api/v1/namespaces/pay/secrets/stripe-keys",
+            (200, secret()),
+        )
+        .await;
+        let route = expect(&mut api, "PATCH", ROUTE, (200, route_answer())).await;
+        let manifests = String::from_utf8(base64_decode(
+            route["data"]["manifests.yaml"].as_str().unwrap(),
+        ))
+        .unwrap();
+        assert!(
+            manifests.contains("retireAt: 2026-12-02T00:00:00Z"),
+            "{manifests}"
+        );
+        let status = expect(
+            &mut api,
+            "PATCH",
+            &format!("{WI}/status"),
+            (200, wi_answer()),
+        )
+        .await;
+        let phases: Vec<(String, String)> = status["status"]["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| {
+                (
+                    k["id"].as_str().unwrap().into(),
+                    k["phase"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            phases,
+            [
+                ("v1".into(), "Retiring".into()),
+                ("v2".into(), "Active".into())
+            ]
+        );
+        assert_eq!(status["status"]["nextRotationAt"], "2026-12-02T00:00:00Z");
+        let mut reasons = Vec::new();
+        for _ in 0..2 {
+            reasons.push(
+                expect(&mut api, "POST", EVENTS, (201, event_answer())).await["reason"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            );
+        }
+        reasons.sort();
+        assert_eq!(reasons, ["KeyActivated", "KeyRetiring"]);
+    });
+    let action = run(wi, ctx).await.unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_secs(3600)));
+    script.await.unwrap();
+}
+
+#[tokio::test]
+async fn retire_at_reached_retires_the_key() {
+    let (ctx, mut api) = context();
+    let previous = json!({"keys": [
+        {"id": "v1", "phase": "Retiring", "since": "2026-11-30T00:00:00Z", "retireAt": "2026-12-01T00:00:00Z"},
+        {"id": "v2", "phase": "Active", "since": "2026-11-30T00:00:00Z"}]});
+    let wi = integration(keys(&["v1", "v2"]), Some(previous), true, false);
+    let script = tokio::spawn(async move {
+        expect(
+            &mut api,
+            "GET",
+            "/api/v1/namespaces/pay/secrets/stripe-keys",
+            (200, secret()),
+        )
+        .await;
+        expect(&mut api, "PATCH", ROUTE, (200, route_answer())).await;
+        let status = expect(
+            &mut api,
+            "PATCH",
+            &format!("{WI}/status"),
+            (200, wi_answer()),
+        )
+        .await;
+        assert_eq!(status["status"]["keys"][0]["phase"], "Retired");
+        let event = expect(&mut api, "POST", EVENTS, (201, event_answer())).await;
+        assert_eq!(event["reason"], "KeyRetired");
+    });
+    run(wi, ctx).await.unwrap();
+    script.await.unwrap();
+}
+
+#[tokio::test]
+async fn missing_secret_sets_a_false_condition_without_failing() {
+    let (ctx, mut api) = context();
+    let wi = integration(keys(&["v1"]), None, true, false);
+    let script = tokio::spawn(async move {
+        expect(
+            &mut api,
+            "GET",
+            "/api/v1/namespaces/pay/secrets/stripe-keys",
+            not_found(),
+        )
+        .await;
+        // No route is written: the status patch comes next.
+        let status = expect(
+            &mut api,
+            "PATCH",
+            &format!("{WI}/status"),
+            (200, wi_answer()),
+        )
+        .await;
+        let keys_ready = condition(&status, "KeysReady");
+        assert_eq!(
+            (keys_ready["status"].as_str(), keys_ready["reason"].as_str()),
+            (Some("False"), Some("SecretNotFound"))
+        );
+        let event = expect(&mut api, "POST", EVENTS, (201, event_answer())).await;
+        assert_eq!(
+            (event["type"].as_str(), event["reason"].as_str()),
+            (Some("Warning"), Some("SecretNotFound"))
+        );
+    });
+    let action = run(wi, ctx).await.unwrap();
+    assert_eq!(
+        action,
+        Action::requeue(Duration::from_secs(60)),
+        "a bounded retry, not a crash loop"
+    );
+    script.await.unwrap();
+}
+
+#[tokio::test]
+async fn deletion_removes_the_compiled_route_then_the_finalizer() {
+    let (ctx, mut api) = context();
+    let wi = integration(keys(&["v1"]), None, true, true);
+    let released = serde_json::to_value(integration(keys(&["v1"]), None, false, true)).unwrap();
+    let script = tokio::spawn(async move {
+        expect(&mut api, "DELETE", ROUTE, not_found()).await;
+        let patch = expect(&mut api, "PATCH", WI, (200, released)).await;
+        assert!(
+            patch.to_string().contains("remove"),
+            "finalizer removed: {patch}"
+        );
+    });
+    assert_eq!(run(wi, ctx).await.unwrap(), Action::await_change());
+    script.await.unwrap();
+}
+
+/// Reconciles with a deadline: an API call the script does not expect gets no answer, so an
+/// unexpected extra call fails the test instead of hanging it.
+async fn run(
+    wi: WebhookIntegration,
+    ctx: Arc<Context>,
+) -> Result<Action, kube::runtime::finalizer::Error<hookgate::controller::reconcile::ReconcileError>>
+{
+    tokio::time::timeout(Duration::from_secs(5), reconcile(Arc::new(wi), ctx))
+        .await
+        .expect("reconcile made an API call the script did not expect")
+}
+
+fn route_answer() -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "route.pay.stripe", "namespace": "hookgate-system"}})
+}
+
+fn wi_answer() -> Value {
+    serde_json::to_value(integration(keys(&["v1"]), None, true, false)).unwrap()
+}
+
+fn event_answer() -> Value {
+    json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e", "namespace": "pay"},
+           "eventTime": "2026-12-01T00:00:00.000000Z"})
+}
+
+fn base64_decode(s: &str) -> Vec<u8> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.decode(s).unwrap()
+}
