@@ -38,6 +38,8 @@ pub enum Command {
     Crdgen,
     /// Run the receiver from manifest files, on SQLite by default.
     Standalone(StandaloneArgs),
+    /// Run the Kubernetes controller: WebhookIntegrations -> compiled routes, staged key rotation.
+    Controller(ControllerArgs),
     /// Run the receiver in a cluster: routes come from the controller's compiled route Secrets.
     Receiver(ReceiverArgs),
     /// Run only the delivery workers (cluster mode: receivers run elsewhere).
@@ -77,6 +79,23 @@ pub struct StandaloneArgs {
     pub database_url: String,
     #[command(flatten)]
     pub worker: WorkerArgs,
+}
+
+/// `hookgate controller`.
+#[derive(Args, Debug)]
+pub struct ControllerArgs {
+    /// The controller's namespace: compiled routes and the leader-election Lease live here.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub namespace: String,
+    /// Only reconcile integrations in this namespace (default: all namespaces).
+    #[arg(long)]
+    pub watch_namespace: Option<String>,
+    /// The inbox, for each key's lastUsedAt (optional).
+    #[arg(long, env = "HOOKGATE_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// This replica's identity in the leader Lease.
+    #[arg(long, env = "POD_NAME", default_value = "hookgate-controller")]
+    pub identity: String,
 }
 
 /// `hookgate receiver`: cluster mode.
@@ -220,6 +239,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 worker: a.worker.config()?,
             };
             standalone::run(cfg, shutdown_signal()).await?;
+            Ok(())
+        }
+        Command::Controller(a) => {
+            let cfg = crate::controller::run::Config {
+                namespace: a.namespace,
+                watch_namespace: a.watch_namespace,
+                database_url: a.database_url,
+                identity: a.identity,
+            };
+            crate::controller::run::run(cfg, shutdown_signal()).await?;
             Ok(())
         }
         Command::Receiver(a) => {

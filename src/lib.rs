@@ -10,6 +10,7 @@ mod error;
 pub mod inbox;
 pub mod manifest;
 pub mod metrics;
+pub mod plugin;
 pub mod receiver;
 pub mod send;
 pub mod standalone;

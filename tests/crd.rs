@@ -32,6 +32,13 @@ fn crd_has_the_contracted_names_and_status_subresource() {
     assert_eq!(crd["spec"]["names"]["shortNames"][0], "whi");
     let version = &crd["spec"]["versions"][0];
     assert_eq!(version["name"], "v1alpha1");
+    let columns: Vec<&str> = version["additionalPrinterColumns"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(columns, ["Ready", "Route", "Active-Key", "Retiring", "Age"]);
     assert!(version["subresources"]["status"].is_mapping());
     let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"];
     let required: Vec<&str> = spec["required"]

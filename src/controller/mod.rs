@@ -4,3 +4,4 @@ pub mod compiled;
 pub mod phases;
 pub mod plan;
 pub mod reconcile;
+pub mod run;

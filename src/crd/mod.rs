@@ -26,7 +26,8 @@ pub use status::{Condition, KeyStatus, WebhookIntegrationStatus};
     status = "WebhookIntegrationStatus",
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Route","type":"string","jsonPath":".status.route"}"#,
-    printcolumn = r#"{"name":"Scheme","type":"string","jsonPath":".spec.scheme.type"}"#,
+    printcolumn = r#"{"name":"Active-Key","type":"string","jsonPath":".status.keys[?(@.phase==\"Active\")].id"}"#,
+    printcolumn = r#"{"name":"Retiring","type":"string","jsonPath":".status.keys[?(@.phase==\"Retiring\")].id"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]

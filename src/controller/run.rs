@@ -1,0 +1,135 @@
+//! `hookgate controller`: leader election on a Lease, then the reconcile loop over
+//! WebhookIntegrations, re-triggered by changes to the Secrets they reference.
+
+use super::reconcile::{Context, ReconcileError, reconcile};
+use crate::crd::WebhookIntegration;
+use crate::inbox::Inbox;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::finalizer;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+use kube_lease_manager::LeaseManagerBuilder;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The controller's own namespace: compiled routes and the leader Lease live here.
+    pub namespace: String,
+    /// Only watch integrations in this namespace; all namespaces when `None`.
+    pub watch_namespace: Option<String>,
+    /// The inbox, for each key's `lastUsedAt`; optional.
+    pub database_url: Option<String>,
+    /// This replica's identity in the Lease (the pod name).
+    pub identity: String,
+}
+
+fn references(wi: &WebhookIntegration, secret: &str) -> bool {
+    wi.spec.keys.iter().any(|k| k.secret_ref.name == secret)
+        || wi
+            .spec
+            .delivery
+            .signing_secret_ref
+            .as_ref()
+            .is_some_and(|r| r.name == secret)
+}
+
+fn error_policy(
+    wi: Arc<WebhookIntegration>,
+    error: &finalizer::Error<ReconcileError>,
+    _: Arc<Context>,
+) -> Action {
+    tracing::warn!(integration = %format!("{}/{}", wi.namespace().unwrap_or_default(), wi.name_any()), error = %error, "reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(30))
+}
+
+/// Reconciles while this replica holds the Lease; stops at `shutdown`.
+pub async fn run(
+    cfg: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> crate::Result<()> {
+    let client = Client::try_default()
+        .await
+        .map_err(|e| crate::Error::Config(format!("cannot reach the Kubernetes API: {e}")))?;
+    let inbox = match &cfg.database_url {
+        Some(url) => Some(Inbox::connect(url).await?),
+        None => None,
+    };
+    let lease = LeaseManagerBuilder::new(client.clone(), "hookgate-controller")
+        .with_namespace(cfg.namespace.clone())
+        .with_identity(cfg.identity.clone())
+        .with_duration(15)
+        .with_grace(5)
+        .build()
+        .await
+        .map_err(|e| crate::Error::Config(format!("leader election: {e}")))?;
+    let (mut leader, lease_task) = lease.watch().await;
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "hookgate-controller".into(),
+            instance: Some(cfg.identity.clone()),
+        },
+    );
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        namespace: cfg.namespace.clone(),
+        inbox,
+        recorder,
+        clock: chrono::Utc::now,
+    });
+    tokio::pin!(shutdown);
+    loop {
+        tracing::info!(identity = %cfg.identity, "waiting for leadership");
+        tokio::select! {
+            _ = &mut shutdown => break,
+            changed = leader.wait_for(|l| *l) => if changed.is_err() { break },
+        }
+        tracing::info!(identity = %cfg.identity, "leading: reconciling WebhookIntegrations");
+        let controller = controller(&client, &cfg, ctx.clone());
+        tokio::select! {
+            _ = &mut shutdown => break,
+            _ = controller => break,
+            _ = leader.wait_for(|l| !*l) => tracing::warn!("lost leadership; stopping reconciles"),
+        }
+    }
+    drop(leader);
+    let _ = lease_task.await;
+    Ok(())
+}
+
+fn controller(client: &Client, cfg: &Config, ctx: Arc<Context>) -> impl Future<Output = ()> {
+    let (wis, secrets): (Api<WebhookIntegration>, Api<Secret>) = match &cfg.watch_namespace {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+        ),
+        None => (Api::all(client.clone()), Api::all(client.clone())),
+    };
+    let controller = Controller::new(wis, watcher::Config::default());
+    let store = controller.store();
+    controller
+        .watches(
+            secrets,
+            watcher::Config::default(),
+            move |secret: Secret| {
+                let (ns, name) = (secret.namespace(), secret.name_any());
+                store
+                    .state()
+                    .into_iter()
+                    .filter(|wi| wi.namespace() == ns && references(wi, &name))
+                    .map(|wi| ObjectRef::from_obj(&*wi))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "reconcile stream");
+            }
+        })
+}
