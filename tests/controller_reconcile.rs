@@ -345,3 +345,85 @@ fn base64_decode(s: &str) -> Vec<u8> {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.decode(s).unwrap()
 }
+
+/// `spec.rotation.generate`: a changed `hookgate.dev/rotate` annotation makes the controller add a
+/// fresh key to the Secret it owns; the previous generated key starts retiring.
+#[tokio::test]
+async fn rotate_annotation_generates_a_new_key_and_retires_the_old_one() {
+    let (ctx, mut api) = context();
+    let mut wi = serde_json::to_value(integration(json!([]), None, true, false)).unwrap();
+    wi["spec"]["scheme"] = json!({"type": "standard-webhooks"});
+    wi["spec"]["rotation"] = json!({"generate": true, "overlap": "24h"});
+    wi["metadata"]["annotations"] = json!({"hookgate.dev/rotate": "t2"});
+    wi["status"] = json!({"keys": [{"id": "g-20261101-000000", "phase": "Active", "since": "2026-11-01T00:00:00Z"}]});
+    let wi: WebhookIntegration = serde_json::from_value(wi).unwrap();
+    let owned = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "stripe-signing-keys", "namespace": "pay", "annotations": {"hookgate.dev/rotate-handled": "t1"}},
+        "data": {"g-20261101-000000": base64_encode(b"whsec_c2VjcmV0LW9uZS1zZWNyZXQtb25lLXNlY3JldC0x")}});
+    let script = tokio::spawn(async move {
+        let path = "/api/v1/namespaces/pay/secrets/stripe-signing-keys";
+        expect(&mut api, "GET", path, (200, owned.clone())).await;
+        let applied = expect(&mut api, "PATCH", path, (200, owned)).await;
+        let data = applied["data"].as_object().unwrap();
+        assert_eq!(
+            data.len(),
+            2,
+            "the old key stays for the overlap: {applied}"
+        );
+        let fresh =
+            String::from_utf8(base64_decode(data["g-20261201-000000"].as_str().unwrap())).unwrap();
+        assert!(fresh.starts_with("whsec_"), "standard-webhooks format");
+        assert_eq!(
+            applied["metadata"]["annotations"]["hookgate.dev/rotate-handled"],
+            "t2"
+        );
+        assert_eq!(
+            applied["metadata"]["ownerReferences"][0]["kind"],
+            "WebhookIntegration"
+        );
+        expect(&mut api, "PATCH", ROUTE, (200, route_answer())).await;
+        let status = expect(
+            &mut api,
+            "PATCH",
+            &format!("{WI}/status"),
+            (200, wi_answer()),
+        )
+        .await;
+        let phases: Vec<(String, String)> = status["status"]["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| {
+                (
+                    k["id"].as_str().unwrap().into(),
+                    k["phase"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            phases,
+            [
+                ("g-20261101-000000".into(), "Retiring".into()),
+                ("g-20261201-000000".into(), "Active".into())
+            ]
+        );
+        let status_text = status.to_string();
+        assert!(
+            !status_text.contains("whsec_"),
+            "no secret in status: {status_text}"
+        );
+        let first = expect(&mut api, "POST", EVENTS, (201, event_answer())).await;
+        assert_eq!(first["reason"], "KeyGenerated");
+        assert!(!first.to_string().contains(&fresh), "no secret in events");
+        for _ in 0..2 {
+            expect(&mut api, "POST", EVENTS, (201, event_answer())).await;
+        }
+    });
+    run(wi, ctx).await.unwrap();
+    script.await.unwrap();
+}
+
+fn base64_encode(b: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(b)
+}

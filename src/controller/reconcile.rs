@@ -2,7 +2,8 @@
 //! status, events). Decisions live in `plan`; this file only does I/O.
 
 use super::compiled;
-use super::plan::{self, Inputs};
+use super::generated::{self, Owned, Rotation};
+use super::plan::{self, Inputs, Note};
 use crate::crd::WebhookIntegration;
 use crate::inbox::Inbox;
 use crate::receiver::route::Secrets;
@@ -69,13 +70,46 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Reconci
         None => HashMap::new(),
     };
     let now = (ctx.clock)();
-    let plan = plan::plan(&Inputs {
-        wi,
+    let mut secrets = secrets;
+    let mut effective = wi.clone();
+    let mut generated_note = None;
+    let mut scheduled = None;
+    if wi.spec.rotation.as_ref().is_some_and(|r| r.generate) {
+        let (owned, data, rotated) = generated_keys(wi, &ctx.client, &namespace, now).await?;
+        effective.spec.keys.extend(owned.key_specs(&wi.name_any()));
+        secrets.insert(
+            (namespace.clone(), generated::secret_name(&wi.name_any())),
+            data,
+        );
+        generated_note = rotated;
+        scheduled = generated::next_scheduled(&owned, every(wi));
+    }
+    let mut plan = plan::plan(&Inputs {
+        wi: &effective,
         secrets: &secrets,
         missing: &missing,
         last_used: &last_used,
         now,
     });
+    if let Some(note) = generated_note {
+        plan.notes.insert(0, note);
+    }
+    if let Some(at) = scheduled {
+        let next = plan
+            .status
+            .next_rotation_at
+            .as_deref()
+            .and_then(|t| t.parse::<DateTime<Utc>>().ok());
+        if next.is_none_or(|n| at < n) {
+            plan.status.next_rotation_at =
+                Some(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+        }
+        if let Ok(wait) = (at - now).to_std() {
+            plan.requeue_after = plan
+                .requeue_after
+                .min(wait.max(std::time::Duration::from_secs(1)));
+        }
+    }
 
     if let Some(manifests) = plan.manifests {
         let route = compiled::secret(&ctx.namespace, wi, manifests);
@@ -166,4 +200,88 @@ async fn read_secrets(
         }
     }
     Ok((secrets, missing))
+}
+
+fn every(wi: &WebhookIntegration) -> Option<std::time::Duration> {
+    let every = wi.spec.rotation.as_ref()?.every.as_deref()?;
+    crate::crd::validate::duration("spec.rotation.every", every).ok()
+}
+
+/// Reads the owned key Secret and adds a key when one is due (first key, the rotate annotation
+/// changed, or `rotation.every` elapsed). Returns the keys, their values and the event to emit.
+async fn generated_keys(
+    wi: &WebhookIntegration,
+    client: &Client,
+    namespace: &str,
+    now: DateTime<Utc>,
+) -> Result<
+    (
+        Owned,
+        std::collections::BTreeMap<String, Vec<u8>>,
+        Option<Note>,
+    ),
+    ReconcileError,
+> {
+    let name = generated::secret_name(&wi.name_any());
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let existing = api.get_opt(&name).await?;
+    let handled = existing
+        .as_ref()
+        .and_then(|s| s.annotations().get(generated::HANDLED_ANNOTATION).cloned());
+    let mut data: std::collections::BTreeMap<String, Vec<u8>> = existing
+        .and_then(|s| s.data)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect();
+    let owned = Owned::new(data.keys().cloned().collect(), handled);
+    let requested = wi.annotations().get(generated::ROTATE_ANNOTATION).cloned();
+    let Some(why) = generated::due(&owned, requested.as_deref(), every(wi), now) else {
+        return Ok((owned, data, None));
+    };
+    let id = generated::key_id(now);
+    if data.contains_key(&id) {
+        // Two rotations within one second: this second's key already exists.
+        return Ok((owned, data, None));
+    }
+    data.insert(
+        id.clone(),
+        generated::new_secret(wi.spec.scheme.type_).into_bytes(),
+    );
+    let owned = Owned::new(data.keys().cloned().collect(), requested.or(owned.handled));
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(namespace.to_string()),
+            annotations: owned
+                .handled
+                .clone()
+                .map(|h| [(generated::HANDLED_ANNOTATION.to_string(), h)].into()),
+            owner_references: wi.controller_owner_ref(&()).map(|o| vec![o]),
+            ..Default::default()
+        },
+        data: Some(
+            data.iter()
+                .map(|(k, v)| (k.clone(), k8s_openapi::ByteString(v.clone())))
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    api.patch(
+        &name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(&secret),
+    )
+    .await?;
+    let reason = match why {
+        Rotation::First => "first key",
+        Rotation::Requested => "rotation requested with the hookgate.dev/rotate annotation",
+        Rotation::Scheduled => "rotation.every elapsed",
+    };
+    let note = Note {
+        warning: false,
+        reason: "KeyGenerated",
+        note: format!("generated key {id} in Secret {namespace}/{name} ({reason})"),
+    };
+    Ok((owned, data, Some(note)))
 }

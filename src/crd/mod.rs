@@ -48,7 +48,8 @@ pub struct WebhookIntegrationSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<ReplaySpec>,
     /// Keys that may sign, oldest first; the last key that is not retired is the active one.
-    #[schemars(length(min = 1))]
+    /// May be empty only with `rotation.generate`, where the controller adds its own keys.
+    #[serde(default)]
     pub keys: Vec<KeySpec>,
     /// Which event types are delivered; others are recorded as `ignored`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

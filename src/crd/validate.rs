@@ -116,8 +116,32 @@ pub fn spec(spec: &WebhookIntegrationSpec) -> Result<(), FieldError> {
             duration("spec.replay.nonceRetention", t)?;
         }
     }
-    if spec.keys.is_empty() {
+    let generate = spec.rotation.as_ref().is_some_and(|r| r.generate);
+    if spec.keys.is_empty() && !generate {
         return Err(FieldError::new("spec.keys", "at least one key is required"));
+    }
+    if generate && matches!(spec.scheme.type_, SchemeType::Stripe | SchemeType::Ed25519) {
+        return Err(FieldError::new(
+            "spec.rotation.generate",
+            "only for HMAC schemes whose secret we choose (github, slack, shopify, standard-webhooks, hmac-sha256)",
+        ));
+    }
+    if let Some(r) = &spec.rotation {
+        for (name, v) in [
+            ("overlap", &r.overlap),
+            ("keepRetired", &r.keep_retired),
+            ("every", &r.every),
+        ] {
+            if let Some(v) = v {
+                duration(&format!("spec.rotation.{name}"), v)?;
+            }
+        }
+        if r.every.is_some() && !generate {
+            return Err(FieldError::new(
+                "spec.rotation.every",
+                "applies only with generate: true",
+            ));
+        }
     }
     let mut ids = HashSet::new();
     for (i, k) in spec.keys.iter().enumerate() {

@@ -153,6 +153,13 @@ fn source(s: &crate::crd::FieldSource) -> Source {
 pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRoute, FieldError> {
     let spec = &wi.spec;
     validate::spec(spec)?;
+    if spec.keys.is_empty() {
+        // Only `rotation.generate` allows this, and then the controller adds the keys it owns.
+        return Err(FieldError::new(
+            "spec.keys",
+            "no keys: with rotation.generate the controller adds them; hookgate standalone needs spec.keys",
+        ));
+    }
     let namespace = wi.namespace().unwrap_or_else(|| "default".into());
     let name = wi.name_any();
     let scheme = scheme(&spec.scheme);
