@@ -117,8 +117,16 @@ pub struct ReceiverArgs {
 #[derive(Args, Debug)]
 pub struct WorkerModeArgs {
     /// Manifest files or directories: the integrations whose events this process delivers.
-    #[arg(short = 'f', long = "filename", required = true)]
+    #[arg(
+        short = 'f',
+        long = "filename",
+        required_unless_present = "namespace",
+        conflicts_with = "namespace"
+    )]
     pub files: Vec<PathBuf>,
+    /// In a cluster: take delivery targets from the compiled route Secrets of this namespace.
+    #[arg(long)]
+    pub namespace: Option<String>,
     #[arg(long, env = "HOOKGATE_DATABASE_URL", default_value = DEFAULT_DB)]
     pub database_url: String,
     /// Admin endpoints: /metrics, /healthz, /readyz. Empty string disables them.
@@ -259,6 +267,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 namespace: a.namespace,
             };
             crate::receiver::cluster::run(cfg, shutdown_signal()).await?;
+            Ok(())
+        }
+        Command::Worker(a) if a.files.is_empty() => {
+            let namespace = a.namespace.clone().expect("clap: -f or --namespace");
+            crate::receiver::cluster::run_workers(
+                namespace,
+                &a.database_url,
+                a.worker.config()?,
+                shutdown_signal(),
+            )
+            .await?;
             Ok(())
         }
         Command::Worker(a) => {

@@ -47,7 +47,14 @@ fn crd_has_the_contracted_names_and_status_subresource() {
         .iter()
         .filter_map(|v| v.as_str())
         .collect();
-    for field in ["scheme", "keys", "delivery"] {
+    let rule = spec["x-kubernetes-validations"][0]["rule"]
+        .as_str()
+        .unwrap();
+    assert!(
+        rule.contains("size(self.keys) > 0"),
+        "keys required unless generated: {rule}"
+    );
+    for field in ["scheme", "delivery"] {
         assert!(
             required.contains(&field),
             "{field} must be required: {required:?}"

@@ -3,6 +3,8 @@
 //!
 //! Fixture rows are written with plain SQL: the real insert path needs a verified request.
 
+mod common;
+
 use chrono::{DateTime, Duration, Utc};
 use hookgate::inbox::{
     AttemptRecord, DeadLetter, DeadLetterFilter, EventDetail, Inbox, ReplaySelector,
@@ -674,36 +676,6 @@ async fn deleting_an_event_cascades_to_its_attempts(inbox: Inbox) {
     assert_eq!(attempt_rows(&inbox).await, [(b, 1)]);
 }
 
-async fn sqlite_inbox() -> (tempfile::TempDir, Inbox) {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("inbox.db").display());
-    let inbox = Inbox::connect(&url).await.unwrap();
-    inbox.migrate().await.unwrap();
-    (dir, inbox)
-}
-
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod postgres {
-            $(
-                #[sqlx::test(migrations = "migrations/postgres")]
-                async fn $name(pool: sqlx::PgPool) {
-                    super::$name(hookgate::inbox::Inbox::Postgres(pool)).await;
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    let (_dir, inbox) = super::sqlite_inbox().await;
-                    super::$name(inbox).await;
-                }
-            )*
-        }
-    };
-}
-
 on_both_backends!(
     list_filters_and_orders_dead_letters,
     show_returns_the_event_with_its_attempts,
@@ -720,7 +692,7 @@ on_both_backends!(
 async fn sqlite_purge_without_foreign_keys_leaves_no_orphans() {
     use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
     use std::str::FromStr;
-    let (dir, inbox) = sqlite_inbox().await;
+    let (dir, inbox) = common::sqlite_inbox().await;
     inbox.close().await;
     let opts = SqliteConnectOptions::from_str(&format!(
         "sqlite://{}",

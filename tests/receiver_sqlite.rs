@@ -5,19 +5,11 @@ mod common;
 use hookgate::inbox::Inbox;
 use sqlx::Row;
 
-async fn fresh_inbox() -> (tempfile::TempDir, Inbox) {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("inbox.db").display());
-    let inbox = Inbox::connect(&url).await.unwrap();
-    inbox.migrate().await.unwrap();
-    (dir, inbox)
-}
-
 macro_rules! on_sqlite {
     ($($name:ident),* $(,)?) => {$(
         #[tokio::test]
         async fn $name() {
-            let (_dir, inbox) = fresh_inbox().await;
+            let (_dir, inbox) = common::sqlite_inbox().await;
             common::scenarios::$name(inbox).await;
         }
     )*};
@@ -28,7 +20,7 @@ every_scenario!(on_sqlite);
 /// The standalone inbox is a durable store: WAL journal and fsync on every commit.
 #[tokio::test]
 async fn sqlite_inbox_is_durable_wal_with_full_sync() {
-    let (_dir, inbox) = fresh_inbox().await;
+    let (_dir, inbox) = common::sqlite_inbox().await;
     let Inbox::Sqlite(pool) = &inbox else {
         unreachable!()
     };

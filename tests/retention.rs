@@ -3,6 +3,8 @@
 //!
 //! Fixture rows are written with plain SQL: the real insert path needs a verified request.
 
+mod common;
+
 use chrono::{DateTime, Duration, Utc};
 use hookgate::inbox::Inbox;
 use serde_json::{Value, json};
@@ -365,36 +367,6 @@ async fn delete_finished_keeps_dead_letters_and_unfinished_events(inbox: Inbox) 
     assert_eq!(event_rows(&inbox).await, remaining);
 }
 
-async fn sqlite_inbox() -> (tempfile::TempDir, Inbox) {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("inbox.db").display());
-    let inbox = Inbox::connect(&url).await.unwrap();
-    inbox.migrate().await.unwrap();
-    (dir, inbox)
-}
-
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod postgres {
-            $(
-                #[sqlx::test(migrations = "migrations/postgres")]
-                async fn $name(pool: sqlx::PgPool) {
-                    super::$name(hookgate::inbox::Inbox::Postgres(pool)).await;
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    let (_dir, inbox) = super::sqlite_inbox().await;
-                    super::$name(inbox).await;
-                }
-            )*
-        }
-    };
-}
-
 on_both_backends!(
     purge_payloads_only_of_old_finished_events,
     delete_finished_keeps_dead_letters_and_unfinished_events,
@@ -406,7 +378,7 @@ on_both_backends!(
 async fn sqlite_delete_finished_without_foreign_keys_leaves_no_orphans() {
     use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
     use std::str::FromStr;
-    let (dir, inbox) = sqlite_inbox().await;
+    let (dir, inbox) = common::sqlite_inbox().await;
     inbox.close().await;
     let url = format!("sqlite://{}", dir.path().join("inbox.db").display());
     let opts = SqliteConnectOptions::from_str(&url)

@@ -59,4 +59,7 @@ fi
 if cargo fmt --version >/dev/null 2>&1; then
   cargo fmt --all -- --check
 fi
+if [ -z "${KUBECONFIG:-}" ]; then
+  echo "tests/run.sh: the cluster e2e suite (tests/e2e_cluster.rs) is skipped: KUBECONFIG is not set"
+fi
 cargo test --all-targets "$@"

@@ -86,10 +86,9 @@ pub fn due(
     let Some(newest) = owned.ids.last().and_then(|id| created_at(id)) else {
         return Some(Rotation::First);
     };
-    if let Some(r) = requested.filter(|r| !r.is_empty()) {
-        if owned.handled.as_deref() != Some(r) {
-            return Some(Rotation::Requested);
-        }
+    let fresh_request = requested.filter(|r| !r.is_empty() && owned.handled.as_deref() != Some(*r));
+    if fresh_request.is_some() {
+        return Some(Rotation::Requested);
     }
     let every = every.and_then(|e| chrono::Duration::from_std(e).ok())?;
     (now >= newest + every).then_some(Rotation::Scheduled)

@@ -31,6 +31,10 @@ pub use status::{Condition, KeyStatus, WebhookIntegrationStatus};
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "size(self.keys) > 0 || (has(self.rotation) && has(self.rotation.generate) && self.rotation.generate)",
+    "message": "keys: at least one key is required unless rotation.generate is true"
+}]))]
 pub struct WebhookIntegrationSpec {
     /// Public path of the receiver route. Default: `/hooks/{namespace}/{name}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

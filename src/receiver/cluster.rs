@@ -54,8 +54,13 @@ impl RouteSecrets {
     }
 }
 
-/// Watches `namespace` until the stream ends (it retries with backoff on API errors).
-pub async fn watch_routes(client: Client, namespace: String, receiver: Receiver) {
+/// Watches `namespace` until the stream ends (it retries with backoff on API errors), handing
+/// every rebuilt table to `publish`.
+pub async fn watch_routes(
+    client: Client,
+    namespace: String,
+    publish: impl Fn(super::route::RouteTable),
+) {
     let api: Api<Secret> = Api::namespaced(client, &namespace);
     let config = watcher::Config::default().labels(ROUTE_LABEL);
     let mut events = watcher::watcher(api, config).default_backoff().boxed();
@@ -66,7 +71,7 @@ pub async fn watch_routes(client: Client, namespace: String, receiver: Receiver)
                 if state.apply(event) {
                     let table = compiled::table(&state.secrets());
                     tracing::info!(routes = table.len(), "routing table updated");
-                    receiver.swap_routes(table);
+                    publish(table);
                 }
             }
             Err(e) => tracing::warn!(error = %e, "watching route Secrets failed; retrying"),
@@ -95,11 +100,12 @@ pub async fn run(
     let inbox = crate::inbox::Inbox::connect(&cfg.database_url).await?;
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
     let receiver = Receiver::new(super::route::RouteTable::default(), inbox, metrics.clone());
-    let watch = tokio::spawn(watch_routes(
-        client,
-        cfg.namespace.clone(),
-        receiver.clone(),
-    ));
+    let watch = tokio::spawn({
+        let receiver = receiver.clone();
+        watch_routes(client, cfg.namespace.clone(), move |table| {
+            receiver.swap_routes(table)
+        })
+    });
     let pruner = receiver.spawn_nonce_pruner(std::time::Duration::from_secs(600));
     let io = |addr: std::net::SocketAddr| {
         move |source| crate::Error::Io {
@@ -125,6 +131,33 @@ pub async fn run(
     pruner.abort();
     receiver.inbox().close().await;
     served.map_err(io(cfg.listen))
+}
+
+/// `hookgate worker --namespace NS`: workers whose delivery targets come from the compiled route
+/// Secrets (read access to Secrets in that namespace, like a receiver), not from files.
+pub async fn run_workers(
+    namespace: String,
+    database_url: &str,
+    cfg: crate::worker::WorkerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> crate::Result<()> {
+    let client = Client::try_default()
+        .await
+        .map_err(|e| crate::Error::Config(format!("cannot reach the Kubernetes API: {e}")))?;
+    let inbox = crate::inbox::Inbox::connect(database_url).await?;
+    let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
+    let worker = crate::worker::Worker::new(inbox.clone(), Default::default(), cfg, metrics);
+    let watch = tokio::spawn({
+        let worker = worker.clone();
+        watch_routes(client, namespace, move |table| {
+            worker.swap_targets(crate::worker::targets(&table))
+        })
+    });
+    tracing::info!("workers running; delivery targets come from compiled route Secrets");
+    worker.run(shutdown).await;
+    watch.abort();
+    inbox.close().await;
+    Ok(())
 }
 
 #[cfg(test)]

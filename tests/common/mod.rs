@@ -246,3 +246,37 @@ pub fn stripe_body(id: &str, ty: &str) -> String {
 }
 pub mod destination;
 pub mod scenarios;
+
+/// A migrated SQLite inbox in a fresh temporary directory (kept alive by the returned guard).
+pub async fn sqlite_inbox() -> (tempfile::TempDir, Inbox) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("inbox.db").display());
+    let inbox = Inbox::connect(&url).await.unwrap();
+    inbox.migrate().await.unwrap();
+    (dir, inbox)
+}
+
+/// Runs each named `async fn(Inbox)` of the calling test file on PostgreSQL (`#[sqlx::test]`,
+/// its own migrated database) and on a SQLite file.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[sqlx::test(migrations = "migrations/postgres")]
+                async fn $name(pool: sqlx::PgPool) {
+                    super::$name(hookgate::inbox::Inbox::Postgres(pool)).await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let (_dir, inbox) = $crate::common::sqlite_inbox().await;
+                    super::$name(inbox).await;
+                }
+            )*
+        }
+    };
+}
