@@ -183,6 +183,13 @@ pub struct SendArgs {
     /// `namespace/name` of the WebhookIntegration.
     #[arg(long)]
     pub integration: String,
+    #[command(flatten)]
+    pub request: SendRequestArgs,
+}
+
+/// What to send and where: shared by `hookgate send` and `kubectl hookgate send`.
+#[derive(Args, Debug, Clone)]
+pub struct SendRequestArgs {
     #[arg(long, conflicts_with = "body", required_unless_present = "body")]
     pub body_file: Option<PathBuf>,
     #[arg(long)]
@@ -337,6 +344,22 @@ async fn send(a: SendArgs) -> anyhow::Result<()> {
     let loaded = manifests
         .find(&a.integration)
         .with_context(|| format!("no WebhookIntegration {} in the given files", a.integration))?;
+    let source = format!("{}: {}", loaded.file, loaded.object());
+    let (status, text, key_id) =
+        send_signed(&loaded.integration, &manifests.secrets, &a.request, &source).await?;
+    println!("{status} {text}");
+    eprintln!("(signed with key {key_id:?})");
+    Ok(())
+}
+
+/// Signs the request as the integration's provider would and POSTs it. Returns the status, the
+/// response body and the id of the key used. `source` names the integration in errors.
+pub async fn send_signed(
+    wi: &WebhookIntegration,
+    secrets: &crate::receiver::route::Secrets,
+    a: &SendRequestArgs,
+    source: &str,
+) -> anyhow::Result<(u16, String, String)> {
     let body = match (&a.body, &a.body_file) {
         (Some(b), _) => b.clone().into_bytes(),
         (None, Some(f)) => {
@@ -351,20 +374,14 @@ async fn send(a: SendArgs) -> anyhow::Result<()> {
         None => None,
     };
     let opts = SendOptions {
-        key_id: a.key_id,
-        event_id: a.event_id,
-        event_type: a.event_type,
+        key_id: a.key_id.clone(),
+        event_id: a.event_id.clone(),
+        event_type: a.event_type.clone(),
         signing_key,
         timestamp: a.timestamp,
     };
-    let req = sign_request(
-        &loaded.integration,
-        &manifests.secrets,
-        body,
-        &opts,
-        chrono::Utc::now(),
-    )
-    .map_err(|e| anyhow::anyhow!("{}: {}: {e}", loaded.file, loaded.object()))?;
+    let req = sign_request(wi, secrets, body, &opts, chrono::Utc::now())
+        .map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
     let url = target_url(&a.url, &req.path)?;
     let mut builder = reqwest::Client::new().post(&url).body(req.body);
     for (k, v) in &req.headers {
@@ -374,11 +391,9 @@ async fn send(a: SendArgs) -> anyhow::Result<()> {
         .send()
         .await
         .with_context(|| format!("POST {url}"))?;
-    let status = res.status();
+    let status = res.status().as_u16();
     let text = res.text().await.unwrap_or_default();
-    println!("{} {}", status.as_u16(), text);
-    eprintln!("(signed with key {:?})", req.key_id);
-    Ok(())
+    Ok((status, text, req.key_id))
 }
 
 /// `--url` with no path gets the integration's route; a URL with a path is taken as given.

@@ -602,17 +602,96 @@ async fn secret_on_provider_keys_is_refused_without_reading_any_secret() {
 }
 
 #[tokio::test]
-async fn dlq_and_send_point_to_the_hookgate_commands() {
-    for (args, pointer) in [
-        (&["dlq", "list", "--all"][..], "`hookgate dlq"),
-        (
-            &["send", "--integration", "pay/stripe"][..],
-            "`hookgate send",
-        ),
-    ] {
-        let (result, out) = plugin(args, |api| async move { api }).await;
-        let err = error(result);
-        assert!(err.contains(pointer) && !err.contains('\n'), "{err}");
-        assert_eq!(out, "");
-    }
+async fn send_signs_with_the_cluster_keys_and_the_receiver_verifies_it() {
+    // A stand-in receiver on loopback that checks the Stripe signature with hookgate's verifier.
+    use hookgate::receiver::verify::{Key, Scheme, Unverified, Verifier};
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let app = {
+        let seen = seen.clone();
+        axum::Router::new().fallback(
+            move |headers: http::HeaderMap, uri: http::Uri, body: axum::body::Bytes| {
+                let seen = seen.clone();
+                async move {
+                    let material = Scheme::Stripe.parse_key(b"whsec_two").unwrap();
+                    let v = Verifier::new(
+                        Scheme::Stripe,
+                        vec![Key {
+                            id: "v2".into(),
+                            material,
+                            not_after: None,
+                        }],
+                    );
+                    let ok = v
+                        .verify(
+                            Unverified {
+                                headers: &headers,
+                                body: &body,
+                            },
+                            chrono::Utc::now(),
+                        )
+                        .is_ok();
+                    *seen.lock().unwrap() = Some((uri.path().to_string(), ok));
+                    "{\"received\":true,\"duplicate\":false}"
+                }
+            },
+        )
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let body = r#"{"id":"evt_1","type":"invoice.paid"}"#;
+    let (result, out) = plugin(
+        &["send", "pay/stripe", "--body", body, "--url", &url],
+        |mut api| async move {
+            expect(&mut api, "GET", WI, (200, provider_integration())).await;
+            let data = json!({"v1": b64("whsec_one"), "v2": b64("whsec_two")});
+            expect(
+                &mut api,
+                "GET",
+                KEYS_SECRET,
+                (200, secret("stripe-keys", data, json!([]))),
+            )
+            .await;
+            api
+        },
+    )
+    .await;
+    result.unwrap();
+    assert_eq!(out, "200 {\"received\":true,\"duplicate\":false}\n");
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        Some(("/hooks/pay/stripe".to_string(), true)),
+        "signed with the newest key"
+    );
+}
+
+#[tokio::test]
+async fn send_names_a_missing_secret_and_sends_nothing() {
+    let (result, out) = plugin(
+        &[
+            "send",
+            "stripe",
+            "-n",
+            "pay",
+            "--body",
+            "{}",
+            "--url",
+            "http://127.0.0.1:9",
+        ],
+        |mut api| async move {
+            expect(&mut api, "GET", WI, (200, provider_integration())).await;
+            expect(
+                &mut api,
+                "GET",
+                KEYS_SECRET,
+                not_found("secrets", "stripe-keys"),
+            )
+            .await;
+            api
+        },
+    )
+    .await;
+    assert_eq!(error(result), "Secret pay/stripe-keys not found");
+    assert_eq!(out, "");
 }

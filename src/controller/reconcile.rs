@@ -164,7 +164,7 @@ async fn cleanup(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Recon
 }
 
 /// Every Secret the spec references (keys and delivery signing), decoded; and those missing.
-async fn read_secrets(
+pub async fn read_secrets(
     wi: &WebhookIntegration,
     client: &Client,
     namespace: &str,

@@ -8,6 +8,7 @@ mod add_key;
 mod cluster;
 mod keys;
 mod rotate;
+mod send;
 
 use crate::cli::Output;
 use anyhow::Context;
@@ -92,16 +93,19 @@ pub enum PluginCommand {
         #[arg(long)]
         key: Option<String>,
     },
-    /// Not in the plugin: dead letters live in the inbox database, not in the cluster. Points to
-    /// `hookgate dlq`.
+    /// `hookgate dlq` (list, show, replay, purge) on the inbox database; a bare `--integration
+    /// name` means the integration in the plugin's namespace.
     Dlq {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-        args: Vec<String>,
+        #[command(subcommand)]
+        command: crate::dlq::DlqCommand,
     },
-    /// Not in the plugin: signing test requests works on manifest files. Points to `hookgate send`.
+    /// `hookgate send`, with the integration and its keys (also generated ones) read from the
+    /// cluster: sign a request as the provider would and send it to `--url`.
     Send {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-        args: Vec<String>,
+        /// `name` or `namespace/name` of the WebhookIntegration.
+        integration: String,
+        #[command(flatten)]
+        request: crate::cli::SendRequestArgs,
     },
 }
 
@@ -141,24 +145,13 @@ pub async fn run(
         PluginCommand::Secret { integration, key } => {
             rotate::secret(&client, &target(&integration)?, key.as_deref(), out).await
         }
-        command @ (PluginCommand::Dlq { .. } | PluginCommand::Send { .. }) => {
-            Err(anyhow::anyhow!(not_in_plugin(&command).unwrap_or_default()))
+        PluginCommand::Send {
+            integration,
+            request,
+        } => send::send(&client, &target(&integration)?, &request, out).await,
+        PluginCommand::Dlq { command } => {
+            crate::dlq::run(send::qualify(command, ns.unwrap_or(default_namespace))).await
         }
-    }
-}
-
-/// The one-line pointer for the commands that work on the database or on manifests instead.
-fn not_in_plugin(command: &PluginCommand) -> Option<&'static str> {
-    match command {
-        PluginCommand::Dlq { .. } => Some(
-            "`kubectl hookgate dlq` is not available: dead letters live in the inbox database; \
-             use `hookgate dlq ... --database-url <url>` (see `hookgate dlq --help`)",
-        ),
-        PluginCommand::Send { .. } => Some(
-            "`kubectl hookgate send` is not available: it signs from manifest files; \
-             use `hookgate send -f <manifests> --integration ns/name ...` (see `hookgate send --help`)",
-        ),
-        _ => None,
     }
 }
 
@@ -173,10 +166,19 @@ pub async fn main() {
             std::process::exit(1);
         }
     };
-    if let Some(pointer) = not_in_plugin(&args.command) {
-        fail(anyhow::anyhow!(pointer));
+    let client = connect(args.context.as_deref(), args.kubeconfig.as_deref()).await;
+    if let PluginCommand::Dlq { command } = args.command {
+        // The inbox is a database, not the cluster: a kubeconfig only supplies the namespace.
+        let context_ns = client
+            .as_ref()
+            .map_or("default".into(), |c| c.default_namespace().to_string());
+        let namespace = args.namespace.unwrap_or(context_ns);
+        if let Err(e) = crate::dlq::run(send::qualify(command, &namespace)).await {
+            fail(e);
+        }
+        return;
     }
-    let client = match connect(args.context.as_deref(), args.kubeconfig.as_deref()).await {
+    let client = match client {
         Ok(client) => client,
         Err(e) => fail(e),
     };
