@@ -427,3 +427,50 @@ fn base64_encode(b: &[u8]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(b)
 }
+
+/// A generated key retired for longer than keepRetired leaves status and the owned Secret.
+#[tokio::test]
+async fn long_retired_generated_keys_are_removed_from_the_owned_secret() {
+    let (ctx, mut api) = context();
+    let mut wi = serde_json::to_value(integration(json!([]), None, true, false)).unwrap();
+    wi["spec"]["scheme"] = json!({"type": "github"});
+    wi["spec"]["rotation"] = json!({"generate": true, "keepRetired": "7d"});
+    wi["metadata"]["annotations"] = json!({"hookgate.dev/rotate": "t1"});
+    wi["status"] = json!({"keys": [
+        {"id": "g-20261001-000000", "phase": "Retired", "since": "2026-10-05T00:00:00Z", "retireAt": "2026-10-05T00:00:00Z"},
+        {"id": "g-20261101-000000", "phase": "Active", "since": "2026-11-01T00:00:00Z"}]});
+    let wi: WebhookIntegration = serde_json::from_value(wi).unwrap();
+    let owned = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "stripe-signing-keys", "namespace": "pay", "annotations": {"hookgate.dev/rotate-handled": "t1"}},
+        "data": {"g-20261001-000000": base64_encode(b"old-secret"), "g-20261101-000000": base64_encode(b"new-secret")}});
+    let script = tokio::spawn(async move {
+        let path = "/api/v1/namespaces/pay/secrets/stripe-signing-keys";
+        expect(&mut api, "GET", path, (200, owned.clone())).await;
+        let applied = expect(&mut api, "PATCH", path, (200, owned)).await;
+        let ids: Vec<&String> = applied["data"].as_object().unwrap().keys().collect();
+        assert_eq!(ids, ["g-20261101-000000"], "only the expired key goes");
+        assert_eq!(
+            applied["metadata"]["annotations"]["hookgate.dev/rotate-handled"],
+            "t1"
+        );
+        expect(&mut api, "PATCH", ROUTE, (200, route_answer())).await;
+        let status = expect(
+            &mut api,
+            "PATCH",
+            &format!("{WI}/status"),
+            (200, wi_answer()),
+        )
+        .await;
+        let ids: Vec<&str> = status["status"]["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["g-20261101-000000"]);
+        let event = expect(&mut api, "POST", EVENTS, (201, event_answer())).await;
+        assert_eq!(event["reason"], "KeyRemoved");
+    });
+    run(wi, ctx).await.unwrap();
+    script.await.unwrap();
+}

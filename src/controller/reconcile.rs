@@ -74,15 +74,17 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Reconci
     let mut effective = wi.clone();
     let mut generated_note = None;
     let mut scheduled = None;
+    let mut owned_keys = None;
     if wi.spec.rotation.as_ref().is_some_and(|r| r.generate) {
         let (owned, data, rotated) = generated_keys(wi, &ctx.client, &namespace, now).await?;
         effective.spec.keys.extend(owned.key_specs(&wi.name_any()));
         secrets.insert(
             (namespace.clone(), generated::secret_name(&wi.name_any())),
-            data,
+            data.clone(),
         );
         generated_note = rotated;
         scheduled = generated::next_scheduled(&owned, every(wi));
+        owned_keys = Some((owned, data));
     }
     let mut plan = plan::plan(&Inputs {
         wi: &effective,
@@ -93,6 +95,30 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Reconci
     });
     if let Some(note) = generated_note {
         plan.notes.insert(0, note);
+    }
+    // Generated keys that left status (retired for longer than keepRetired) leave the Secret
+    // too. Only after a successful plan: a failed one carries the old status over unchanged.
+    if let (Some((owned, mut data)), true) = (owned_keys, plan.manifests.is_some()) {
+        let listed: Vec<&str> = plan.status.keys.iter().map(|k| k.id.as_str()).collect();
+        let expired: Vec<String> = owned
+            .ids
+            .iter()
+            .filter(|id| !listed.contains(&id.as_str()))
+            .cloned()
+            .collect();
+        if !expired.is_empty() {
+            data.retain(|id, _| !expired.contains(id));
+            write_owned(wi, &ctx.client, &namespace, &data, owned.handled.clone()).await?;
+            plan.notes.push(Note {
+                warning: false,
+                reason: "KeyRemoved",
+                note: format!(
+                    "removed retired generated key(s) {} from Secret {namespace}/{}",
+                    expired.join(", "),
+                    generated::secret_name(&wi.name_any())
+                ),
+            });
+        }
     }
     if let Some(at) = scheduled {
         let next = plan
@@ -249,30 +275,7 @@ async fn generated_keys(
         generated::new_secret(wi.spec.scheme.type_).into_bytes(),
     );
     let owned = Owned::new(data.keys().cloned().collect(), requested.or(owned.handled));
-    let secret = Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.clone()),
-            namespace: Some(namespace.to_string()),
-            annotations: owned
-                .handled
-                .clone()
-                .map(|h| [(generated::HANDLED_ANNOTATION.to_string(), h)].into()),
-            owner_references: wi.controller_owner_ref(&()).map(|o| vec![o]),
-            ..Default::default()
-        },
-        data: Some(
-            data.iter()
-                .map(|(k, v)| (k.clone(), k8s_openapi::ByteString(v.clone())))
-                .collect(),
-        ),
-        ..Default::default()
-    };
-    api.patch(
-        &name,
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(&secret),
-    )
-    .await?;
+    write_owned(wi, client, namespace, &data, owned.handled.clone()).await?;
     let reason = match why {
         Rotation::First => "first key",
         Rotation::Requested => "rotation requested with the hookgate.dev/rotate annotation",
@@ -284,4 +287,38 @@ async fn generated_keys(
         note: format!("generated key {id} in Secret {namespace}/{name} ({reason})"),
     };
     Ok((owned, data, Some(note)))
+}
+
+/// Applies the owned key Secret whole: server-side apply drops any key this manager left out.
+async fn write_owned(
+    wi: &WebhookIntegration,
+    client: &Client,
+    namespace: &str,
+    data: &std::collections::BTreeMap<String, Vec<u8>>,
+    handled: Option<String>,
+) -> Result<(), ReconcileError> {
+    let name = generated::secret_name(&wi.name_any());
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(namespace.to_string()),
+            annotations: handled.map(|h| [(generated::HANDLED_ANNOTATION.to_string(), h)].into()),
+            owner_references: wi.controller_owner_ref(&()).map(|o| vec![o]),
+            ..Default::default()
+        },
+        data: Some(
+            data.iter()
+                .map(|(k, v)| (k.clone(), k8s_openapi::ByteString(v.clone())))
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    api.patch(
+        &name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(&secret),
+    )
+    .await?;
+    Ok(())
 }

@@ -133,3 +133,27 @@ fn controller(client: &Client, cfg: &Config, ctx: Arc<Context>) -> impl Future<O
             }
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::references;
+    use crate::crd::WebhookIntegration;
+
+    #[test]
+    fn a_secret_maps_to_the_integrations_that_reference_it() {
+        let wi: WebhookIntegration = serde_json::from_value(serde_json::json!({
+            "apiVersion": "hookgate.dev/v1alpha1", "kind": "WebhookIntegration",
+            "metadata": {"name": "s", "namespace": "pay"},
+            "spec": {"scheme": {"type": "stripe"},
+                     "keys": [{"id": "v1", "secretRef": {"name": "keys", "key": "v1"}}],
+                     "delivery": {"url": "http://x", "signingSecretRef": {"name": "delivery", "key": "k"}}}
+        }))
+        .unwrap();
+        assert!(references(&wi, "keys"));
+        assert!(
+            references(&wi, "delivery"),
+            "the delivery signing secret counts too"
+        );
+        assert!(!references(&wi, "unrelated"));
+    }
+}
