@@ -110,3 +110,10 @@ pub fn redact_url(url: &str) -> String {
         _ => url.to_string(),
     }
 }
+
+/// Only `scheme://host:port` of a URL, for logs: paths and queries often carry tokens.
+pub fn url_origin(url: &str) -> String {
+    reqwest::Url::parse(url)
+        .map(|u| u.origin().ascii_serialization())
+        .unwrap_or_else(|_| "<invalid url>".into())
+}

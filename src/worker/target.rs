@@ -31,7 +31,7 @@ impl fmt::Debug for DeliveryTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeliveryTarget")
             .field("integration", &self.integration)
-            .field("url", &self.url)
+            .field("url", &crate::inbox::url_origin(&self.url))
             .field("signed", &self.signing_secret.is_some())
             .field("forward_headers", &self.forward_headers)
             .field("timeout", &self.timeout)
