@@ -281,6 +281,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             crate::receiver::cluster::run_workers(
                 namespace,
                 &a.database_url,
+                admin_addr(&a.admin_listen)?,
                 a.worker.config()?,
                 shutdown_signal(),
             )

@@ -2,6 +2,7 @@
 //! hookgate: receive third-party webhooks safely — verify the signature on the raw bytes, check
 //! freshness, dedupe, commit to a durable inbox, and only then answer 2xx.
 
+pub mod admin;
 pub mod cli;
 pub mod controller;
 pub mod crd;

@@ -1,9 +1,11 @@
-//! Prometheus metrics (prometheus-client). Labels carry integration names and reason codes only,
-//! never header values.
+//! Prometheus metrics (prometheus-client), served on the admin port. Labels carry integration
+//! names, outcomes and reason codes only, never header values.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -23,7 +25,24 @@ pub struct IntegrationLabels {
     pub integration: String,
 }
 
-#[derive(Default)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StatusLabels {
+    pub integration: String,
+    pub status: String,
+}
+
+type Histograms = Family<IntegrationLabels, Histogram, fn() -> Histogram>;
+
+fn delivery_buckets() -> Histogram {
+    // 5 ms .. ~41 s: a delivery is bounded by its timeout (default 10 s).
+    Histogram::new(exponential_buckets(0.005, 2.0, 14))
+}
+
+fn completion_buckets() -> Histogram {
+    // 50 ms .. ~2.3 days: first attempts land in seconds, retries in minutes to a day.
+    Histogram::new(exponential_buckets(0.05, 3.0, 16))
+}
+
 pub struct Metrics {
     pub requests: Family<OutcomeLabels, Counter>,
     pub signature_failures: Family<ReasonLabels, Counter>,
@@ -31,45 +50,87 @@ pub struct Metrics {
     pub dedupe_conflicts: Family<IntegrationLabels, Counter>,
     pub deliveries: Family<OutcomeLabels, Counter>,
     pub ordering_ungated: Family<IntegrationLabels, Counter>,
+    pub delivery_duration: Histograms,
+    pub completion_latency: Histograms,
+    pub inbox_events: Family<StatusLabels, Gauge>,
+    pub oldest_pending: Family<IntegrationLabels, Gauge>,
     registry: Registry,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut m = Metrics::default();
+        let m = Metrics {
+            requests: Family::default(),
+            signature_failures: Family::default(),
+            duplicates: Family::default(),
+            dedupe_conflicts: Family::default(),
+            deliveries: Family::default(),
+            ordering_ungated: Family::default(),
+            delivery_duration: Family::new_with_constructor(delivery_buckets),
+            completion_latency: Family::new_with_constructor(completion_buckets),
+            inbox_events: Family::default(),
+            oldest_pending: Family::default(),
+            registry: Registry::with_prefix("hookgate"),
+        };
         let mut registry = Registry::with_prefix("hookgate");
-        registry.register(
+        let r = &mut registry;
+        r.register(
             "receiver_requests",
             "Webhook requests by integration and outcome",
             m.requests.clone(),
         );
-        registry.register(
+        r.register(
             "signature_failures",
             "Requests refused at signature verification, by reason",
             m.signature_failures.clone(),
         );
-        registry.register(
+        r.register(
             "duplicates",
             "Requests answered as duplicates (same event id, or a replayed signature)",
             m.duplicates.clone(),
         );
-        registry.register(
+        r.register(
             "dedupe_conflicts",
             "Known event ids that arrived again with a different body",
             m.dedupe_conflicts.clone(),
         );
-        registry.register(
+        r.register(
             "delivery_attempts",
             "Delivery attempts and gate decisions by integration and result (processed, retry, dead_letter, ignored)",
             m.deliveries.clone(),
         );
-        registry.register(
+        r.register(
             "ordering_ungated",
             "Events of an ordered integration delivered without the gate (no resource id or version, or a version of another kind)",
             m.ordering_ungated.clone(),
         );
-        m.registry = registry;
-        m
+        r.register(
+            "delivery_duration_seconds",
+            "Duration of one delivery attempt",
+            m.delivery_duration.clone(),
+        );
+        r.register(
+            "completion_latency_seconds",
+            "From the provider's signed timestamp (or receipt, when unsigned) to processed: the health of the whole pipeline",
+            m.completion_latency.clone(),
+        );
+        r.register(
+            "inbox_events",
+            "Events in the inbox by integration and status",
+            m.inbox_events.clone(),
+        );
+        r.register(
+            "inbox_oldest_pending_seconds",
+            "Age of the oldest event still waiting for delivery (pending, retry or processing)",
+            m.oldest_pending.clone(),
+        );
+        Metrics { registry, ..m }
     }
 
     pub fn request(&self, integration: &str, outcome: &str) {
@@ -105,6 +166,34 @@ impl Metrics {
                 integration: integration.to_string(),
             })
             .inc();
+    }
+
+    pub fn observe(family: &Histograms, integration: &str, seconds: f64) {
+        family
+            .get_or_create(&IntegrationLabels {
+                integration: integration.to_string(),
+            })
+            .observe(seconds);
+    }
+
+    /// Replaces the inbox gauges with a fresh reading, so integrations that emptied drop to zero.
+    pub fn set_inbox(&self, stats: &[crate::inbox::InboxStat]) {
+        self.inbox_events.clear();
+        self.oldest_pending.clear();
+        for s in stats {
+            self.inbox_events
+                .get_or_create(&StatusLabels {
+                    integration: s.integration.clone(),
+                    status: s.status.clone(),
+                })
+                .set(s.count);
+            if let Some(age) = s.oldest_age_seconds {
+                let g = self.oldest_pending.get_or_create(&IntegrationLabels {
+                    integration: s.integration.clone(),
+                });
+                g.set(g.get().max(age));
+            }
+        }
     }
 
     /// Text exposition format.

@@ -7,10 +7,6 @@ use crate::receiver::Receiver;
 use crate::receiver::route::RouteTable;
 use crate::worker::{self, Worker, WorkerConfig};
 use crate::{Error, Result};
-use axum::Router;
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::routing::get;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -72,10 +68,11 @@ pub async fn run(
         None => None,
     };
     if let Some(addr) = cfg.admin_listen {
-        let admin = bind(addr).await?;
-        tracing::info!(%addr, "admin endpoints (/metrics, /healthz, /readyz) listening");
-        let router = admin_router(receiver.clone(), metrics);
-        tokio::spawn(async move { axum::serve(admin, router).await });
+        let ready = match cfg.listen {
+            Some(_) => crate::admin::receiver_ready(receiver.clone()),
+            None => crate::admin::worker_ready(worker.clone()),
+        };
+        crate::admin::spawn(addr, metrics.clone(), ready).await?;
     }
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -114,23 +111,4 @@ fn io(addr: SocketAddr) -> impl Fn(std::io::Error) -> Error {
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener> {
     TcpListener::bind(addr).await.map_err(io(addr))
-}
-
-/// `/metrics`, `/healthz` (process up), `/readyz` (routes loaded and the inbox answers).
-pub fn admin_router(receiver: Receiver, metrics: Arc<Metrics>) -> Router {
-    Router::new()
-        .route("/metrics", get(move || async move { metrics.encode() }))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(ready))
-        .with_state(receiver)
-}
-
-async fn ready(State(rx): State<Receiver>) -> (StatusCode, &'static str) {
-    if rx.routes().is_empty() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "no routes loaded");
-    }
-    match rx.inbox().ping().await {
-        Ok(()) => (StatusCode::OK, "ready"),
-        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "inbox unreachable"),
-    }
 }

@@ -684,3 +684,26 @@ async fn shutdown_releases_claims_still_in_flight_after_the_grace_period(pool: P
     );
     assert!(s.attempts("stuck").await.is_empty());
 }
+
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn deliveries_feed_the_duration_and_completion_latency_histograms(pool: PgPool) {
+    let s = Setup::new(Inbox::Postgres(pool)).await;
+    s.event("w/orders", "m-1", "{}").await;
+    let metrics = Arc::new(Metrics::new());
+    let targets = worker::targets(&s.h.receiver.routes());
+    let w = Worker::new(
+        s.h.receiver.inbox().clone(),
+        targets,
+        cfg(),
+        metrics.clone(),
+    );
+    w.run_once().await.unwrap();
+    let text = metrics.encode();
+    for line in [
+        r#"hookgate_delivery_duration_seconds_count{integration="w/orders"} 1"#,
+        r#"hookgate_completion_latency_seconds_count{integration="w/orders"} 1"#,
+        r#"hookgate_delivery_attempts_total{integration="w/orders",outcome="processed"} 1"#,
+    ] {
+        assert!(text.contains(line), "missing {line}:\n{text}");
+    }
+}

@@ -22,6 +22,7 @@ mod store;
 pub use delivery::{Attempt, Claimed, Completion};
 pub use dlq::*;
 pub use event::{EventSummary, InsertOutcome, ListFilter, NewEvent, Status};
+pub use store::InboxStat;
 
 use crate::{Error, Result};
 use sqlx::postgres::{PgPool, PgPoolOptions};

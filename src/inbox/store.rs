@@ -172,3 +172,42 @@ impl Inbox {
         })
     }
 }
+
+/// One (integration, status) count of the inbox, for the metrics gauges and the controller status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboxStat {
+    pub integration: String,
+    pub status: String,
+    pub count: i64,
+    /// For pending, retry and processing: seconds since the oldest of them was received.
+    pub oldest_age_seconds: Option<i64>,
+    pub last_received_at: Option<DateTime<Utc>>,
+    pub dedupe_conflicts: i64,
+}
+
+const STATS: &str = "SELECT integration, status, COUNT(*), MIN(received_at), MAX(received_at), \
+     CAST(SUM(dedupe_conflicts) AS BIGINT) FROM inbox_events GROUP BY integration, status ORDER BY integration, status";
+
+impl Inbox {
+    /// Counts by integration and status (one pass over the table's index).
+    pub async fn stats(&self, now: DateTime<Utc>) -> Result<Vec<InboxStat>> {
+        backend!(self, pool => {
+            let rows = sqlx::query(STATS).fetch_all(pool).await?;
+            rows.iter()
+                .map(|r| {
+                    let status: String = r.try_get(1)?;
+                    let oldest: Option<DateTime<Utc>> = r.try_get(3)?;
+                    let waiting = matches!(status.as_str(), "pending" | "retry" | "processing");
+                    Ok(InboxStat {
+                        integration: r.try_get(0)?,
+                        count: r.try_get(2)?,
+                        oldest_age_seconds: oldest.filter(|_| waiting).map(|t| (now - t).num_seconds().max(0)),
+                        last_received_at: r.try_get(4)?,
+                        dedupe_conflicts: r.try_get::<Option<i64>, _>(5)?.unwrap_or(0),
+                        status,
+                    })
+                })
+                .collect()
+        })
+    }
+}

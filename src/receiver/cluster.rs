@@ -114,11 +114,12 @@ pub async fn run(
         }
     };
     if let Some(addr) = cfg.admin_listen {
-        let admin = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(io(addr))?;
-        let router = crate::standalone::admin_router(receiver.clone(), metrics);
-        tokio::spawn(async move { axum::serve(admin, router).await });
+        crate::admin::spawn(
+            addr,
+            metrics,
+            crate::admin::receiver_ready(receiver.clone()),
+        )
+        .await?;
     }
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
@@ -138,6 +139,7 @@ pub async fn run(
 pub async fn run_workers(
     namespace: String,
     database_url: &str,
+    admin_listen: Option<std::net::SocketAddr>,
     cfg: crate::worker::WorkerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> crate::Result<()> {
@@ -146,7 +148,11 @@ pub async fn run_workers(
         .map_err(|e| crate::Error::Config(format!("cannot reach the Kubernetes API: {e}")))?;
     let inbox = crate::inbox::Inbox::connect(database_url).await?;
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
-    let worker = crate::worker::Worker::new(inbox.clone(), Default::default(), cfg, metrics);
+    let worker =
+        crate::worker::Worker::new(inbox.clone(), Default::default(), cfg, metrics.clone());
+    if let Some(addr) = admin_listen {
+        crate::admin::spawn(addr, metrics, crate::admin::worker_ready(worker.clone())).await?;
+    }
     let watch = tokio::spawn({
         let worker = worker.clone();
         watch_routes(client, namespace, move |table| {

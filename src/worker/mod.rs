@@ -108,6 +108,11 @@ impl Worker {
             self.clone(),
             cfg.janitor_every,
         ));
+        let gauges = tokio::spawn(refresh_inbox_gauges(
+            self.inner.inbox.clone(),
+            self.inner.metrics.clone(),
+        ));
+
         tokio::pin!(shutdown);
         loop {
             while tasks.try_join_next().is_some() {}
@@ -153,6 +158,7 @@ impl Worker {
             }
         }
         janitor.abort();
+        gauges.abort();
         let drained = tokio::time::timeout(cfg.grace, async {
             while tasks.join_next().await.is_some() {}
         })
@@ -250,7 +256,13 @@ impl Worker {
         let started_at = Utc::now();
         let clock = Instant::now();
         let result = deliver::send(&inner.client, &target, event, started_at).await;
-        let duration_ms = clock.elapsed().as_millis() as i64;
+        let elapsed = clock.elapsed();
+        let duration_ms = elapsed.as_millis() as i64;
+        Metrics::observe(
+            &inner.metrics.delivery_duration,
+            &event.integration,
+            elapsed.as_secs_f64(),
+        );
         let jitter = rand::random_range(-1.0..=1.0);
         let attempt_no = u32::try_from(event.attempt).unwrap_or(u32::MAX);
         let outcome = policy::decide(&result, attempt_no, &target.schedule, jitter);
@@ -266,7 +278,17 @@ impl Worker {
             error,
         };
         let completion = match outcome {
-            Outcome::Processed => Completion::Processed { version },
+            Outcome::Processed => {
+                // The number that says whether webhooks are healthy: provider's signature to done.
+                let since = event.signed_at.unwrap_or(event.received_at);
+                let latency = (Utc::now() - since).num_milliseconds().max(0) as f64 / 1000.0;
+                Metrics::observe(
+                    &inner.metrics.completion_latency,
+                    &event.integration,
+                    latency,
+                );
+                Completion::Processed { version }
+            }
             Outcome::Retry { delay, error } => Completion::Retry {
                 next_attempt_at: Utc::now()
                     + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::hours(24)),
@@ -323,6 +345,10 @@ impl Worker {
         }
     }
 
+    pub fn inbox(&self) -> &Inbox {
+        &self.inner.inbox
+    }
+
     pub(crate) fn targets_snapshot(&self) -> Arc<Targets> {
         self.inner.targets.load_full()
     }
@@ -340,4 +366,16 @@ fn ordering_key(body: &[u8], o: &crate::crd::OrderingSpec) -> Option<(String, Ve
         resource,
         Version::from_json(json.pointer(&o.version_pointer)?)?,
     ))
+}
+
+/// Keeps the inbox gauges (events by status, oldest pending age) current for `/metrics`.
+async fn refresh_inbox_gauges(inbox: Inbox, metrics: Arc<Metrics>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(15));
+    loop {
+        tick.tick().await;
+        match inbox.stats(Utc::now()).await {
+            Ok(stats) => metrics.set_inbox(&stats),
+            Err(e) => tracing::debug!(error = %e, "could not read inbox figures for metrics"),
+        }
+    }
 }

@@ -14,6 +14,7 @@ macro_rules! every_scenario {
             fifty_concurrent_identical_posts_make_one_row,
             nonces_expire_after_retention_and_are_pruned,
             expired_unpruned_nonce_is_renewed,
+            inbox_stats_count_by_status,
         );
     };
 }
@@ -212,4 +213,71 @@ pub async fn expired_unpruned_nonce_is_renewed(inbox: Inbox) {
         "renewed for another window"
     );
     assert_eq!(h.receiver.inbox().counts().await.unwrap(), (2, 1));
+}
+
+/// Inbox figures for metrics and status: counts by status, age of the oldest waiting event,
+/// conflicts; the gauges drop integrations that emptied.
+pub async fn inbox_stats_count_by_status(inbox: Inbox) {
+    let h = harness(inbox);
+    assert_eq!(
+        h.send("t/stripe", &stripe_body("s1", "invoice.paid"), opts())
+            .await
+            .json,
+        accepted()
+    );
+    h.set_now(t0() + chrono::Duration::seconds(30));
+    assert_eq!(
+        h.send("t/stripe", &stripe_body("s2", "invoice.paid"), opts())
+            .await
+            .json,
+        accepted()
+    );
+    h.send("t/stripe", &stripe_body("s2", "invoice.voided"), opts())
+        .await;
+    h.send("t/stripe", &stripe_body("s3", "charge.succeeded"), opts())
+        .await;
+    let stats = h
+        .receiver
+        .inbox()
+        .stats(t0() + chrono::Duration::seconds(90))
+        .await
+        .unwrap();
+    let pending = stats.iter().find(|s| s.status == "pending").unwrap();
+    assert_eq!(
+        (pending.integration.as_str(), pending.count),
+        ("t/stripe", 2)
+    );
+    assert_eq!(
+        pending.oldest_age_seconds,
+        Some(90),
+        "the oldest waiting event is s1"
+    );
+    assert_eq!(pending.dedupe_conflicts, 1);
+    assert_eq!(
+        pending.last_received_at,
+        Some(t0() + chrono::Duration::seconds(30))
+    );
+    let ignored = stats.iter().find(|s| s.status == "ignored").unwrap();
+    assert_eq!(
+        (ignored.count, ignored.oldest_age_seconds),
+        (1, None),
+        "ignored events are not waiting"
+    );
+
+    let metrics = hookgate::metrics::Metrics::new();
+    metrics.set_inbox(&stats);
+    let text = metrics.encode();
+    assert!(
+        text.contains(r#"hookgate_inbox_events{integration="t/stripe",status="pending"} 2"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"hookgate_inbox_oldest_pending_seconds{integration="t/stripe"} 90"#),
+        "{text}"
+    );
+    metrics.set_inbox(&[]);
+    assert!(
+        !metrics.encode().contains(r#"status="pending""#),
+        "an emptied inbox leaves no stale gauge"
+    );
 }

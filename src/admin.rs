@@ -1,0 +1,77 @@
+//! The admin port: `/metrics` (Prometheus), `/healthz` (the process answers), `/readyz` (this
+//! role can do its job: routes or targets loaded, and the inbox reachable).
+
+use crate::metrics::Metrics;
+use crate::receiver::Receiver;
+use crate::worker::Worker;
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+use futures::future::BoxFuture;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Answers why the role is not ready, if it is not.
+pub type ReadyCheck = Arc<dyn Fn() -> BoxFuture<'static, Result<(), &'static str>> + Send + Sync>;
+
+pub fn router(metrics: Arc<Metrics>, ready: ReadyCheck) -> Router {
+    Router::new()
+        .route("/metrics", get(move || async move { metrics.encode() }))
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let ready = ready.clone();
+                async move {
+                    match ready().await {
+                        Ok(()) => (StatusCode::OK, "ready"),
+                        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+                    }
+                }
+            }),
+        )
+}
+
+/// Binds and serves the admin port in the background.
+pub async fn spawn(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    ready: ReadyCheck,
+) -> crate::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| crate::Error::Io {
+            path: addr.to_string(),
+            source,
+        })?;
+    tracing::info!(%addr, "admin endpoints (/metrics, /healthz, /readyz) listening");
+    let app = router(metrics, ready);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(())
+}
+
+/// A receiver is ready with at least one route and a reachable inbox.
+pub fn receiver_ready(rx: Receiver) -> ReadyCheck {
+    Arc::new(move || {
+        let rx = rx.clone();
+        Box::pin(async move {
+            if rx.routes().is_empty() {
+                return Err("no routes loaded");
+            }
+            rx.inbox().ping().await.map_err(|_| "inbox unreachable")
+        })
+    })
+}
+
+/// A worker is ready with at least one delivery target and a reachable inbox.
+pub fn worker_ready(worker: Worker) -> ReadyCheck {
+    Arc::new(move || {
+        let worker = worker.clone();
+        Box::pin(async move {
+            if worker.targets_snapshot().is_empty() {
+                return Err("no delivery targets loaded");
+            }
+            worker.inbox().ping().await.map_err(|_| "inbox unreachable")
+        })
+    })
+}
