@@ -61,17 +61,19 @@ fn examples_delivering_to(dir: &Path, dest: &str) -> PathBuf {
     out
 }
 
-async fn start(db_url: &str, examples: &Path) -> Server {
+/// Starts `hookgate standalone` with JSON logs at debug level written to `log`.
+async fn start(db_url: &str, examples: &Path, log: &Path) -> Server {
     let (port, admin_port) = (free_port(), free_port());
     let child = Command::new(BIN)
         .args(["standalone", "-f"])
         .arg(examples)
-        .args(["--poll", "50ms"])
+        .args(["--poll", "50ms", "--log-format", "json"])
+        .env("RUST_LOG", "debug")
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
         .args(["--database-url", db_url])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
         .spawn()
         .unwrap();
     let server = Server {
@@ -135,7 +137,8 @@ async fn examples_serve_and_every_provider_format_is_accepted() {
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("hookgate.db").display());
     let dest = Destination::start().await;
-    let server = start(&db, &examples_delivering_to(dir.path(), &dest.url)).await;
+    let log = dir.path().join("standalone.log");
+    let mut server = start(&db, &examples_delivering_to(dir.path(), &dest.url), &log).await;
     let base = server.base.as_str();
     let key = |k: &str| {
         repo(&format!("config/examples/keys/{k}"))
@@ -289,6 +292,43 @@ async fn examples_serve_and_every_provider_format_is_accepted() {
         .unwrap();
     assert!(metrics.contains(r#"hookgate_receiver_requests_total{integration="payments/stripe",outcome="duplicate"} 1"#), "{metrics}");
 
+    // A full run's logs (intake, duplicates, a forged signature, delivery) at debug level carry
+    // the event fields but no configured secret, private key or signature.
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    let logs = std::fs::read_to_string(&log).unwrap();
+    let mut secrets = example_secrets();
+    secrets.push("ab".repeat(32));
+    secrets.extend(delivered.iter().map(|r| r.header("webhook-signature")));
+    secrets.retain(|s| !s.is_empty());
+    for secret in &secrets {
+        assert!(
+            !logs.contains(secret.as_str()),
+            "a secret or signature reached the logs: {secret:.12}…"
+        );
+    }
+    let received: Vec<Value> = logs
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["fields"]["message"] == "event received")
+        .collect();
+    assert!(
+        received.len() >= cases.len(),
+        "one JSON line per event: {}",
+        received.len()
+    );
+    for field in ["integration", "event_id", "event_type", "key_id", "outcome"] {
+        assert!(
+            received[0]["fields"].get(field).is_some(),
+            "{field} missing in {}",
+            received[0]
+        );
+    }
+    assert!(
+        logs.contains("\"attempt\":1"),
+        "delivery lines carry the attempt"
+    );
+
     let table = run(&["inbox", "list", "--database-url", &db]);
     let text = String::from_utf8(table.stdout).unwrap();
     assert!(
@@ -345,4 +385,42 @@ fn send_explains_a_missing_private_key() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--signing-key-file"), "{err}");
     assert!(err.contains("WebhookIntegration platform/discord"), "{err}");
+}
+
+/// Every secret value the examples configure (Secret data and stringData, the private keys),
+/// as the strings that must never appear in a log.
+fn example_secrets() -> Vec<String> {
+    use base64::Engine;
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(repo("config/examples")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            for doc in serde_yaml::Deserializer::from_str(&text) {
+                let v: serde_yaml::Value = serde::Deserialize::deserialize(doc).unwrap();
+                if v["kind"] != "Secret" {
+                    continue;
+                }
+                for (_, value) in v["stringData"].as_mapping().into_iter().flatten() {
+                    out.push(value.as_str().unwrap().trim().to_string());
+                }
+                for (_, value) in v["data"].as_mapping().into_iter().flatten() {
+                    let raw = base64::engine::general_purpose::STANDARD
+                        .decode(value.as_str().unwrap())
+                        .unwrap();
+                    out.push(String::from_utf8(raw).unwrap());
+                }
+            }
+        }
+    }
+    for key in ["partner-v1.key", "partner-v2.key", "discord.key"] {
+        let pem = std::fs::read_to_string(repo(&format!("config/examples/keys/{key}"))).unwrap();
+        out.extend(
+            pem.lines()
+                .filter(|l| !l.starts_with("-----"))
+                .map(str::to_string),
+        );
+    }
+    assert!(out.len() >= 10, "found the example secrets: {}", out.len());
+    out
 }

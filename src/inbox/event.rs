@@ -113,6 +113,12 @@ impl NewEvent<'_> {
     pub fn event_id(&self) -> &str {
         &self.event_id
     }
+    pub fn event_type(&self) -> Option<&str> {
+        self.event_type.as_deref()
+    }
+    pub fn key_id(&self) -> &str {
+        self.verified.key_id()
+    }
 }
 
 /// The domain outcome of an insert. Unique-key collisions are outcomes, not errors.

@@ -115,7 +115,7 @@ async fn process(rx: &Receiver, route: &CompiledRoute, req: Request) -> Reply {
         now,
         route.nonce_retention,
     );
-    match rx.inbox.insert(&event).await {
+    let reply = match rx.inbox.insert(&event).await {
         Ok(InsertOutcome::Inserted { .. }) if ignored => Reply::Ignored,
         Ok(InsertOutcome::Inserted { .. }) => Reply::Accepted,
         Ok(InsertOutcome::Duplicate | InsertOutcome::Replay) => {
@@ -136,7 +136,19 @@ async fn process(rx: &Receiver, route: &CompiledRoute, req: Request) -> Reply {
             tracing::error!(integration = %route.integration, error = %e, "inbox insert failed");
             Reply::InboxUnavailable
         }
+    };
+    // One line per stored or deduplicated event; never the body, headers or signature.
+    if matches!(reply, Reply::Accepted | Reply::Ignored | Reply::Duplicate) {
+        tracing::info!(
+            integration = %route.integration,
+            event_id = %event.event_id(),
+            event_type = event.event_type().unwrap_or("-"),
+            key_id = %event.key_id(),
+            outcome = reply.outcome(),
+            "event received"
+        );
     }
+    reply
 }
 
 async fn read_body(
