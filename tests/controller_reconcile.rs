@@ -474,3 +474,79 @@ async fn long_retired_generated_keys_are_removed_from_the_owned_secret() {
     run(wi, ctx).await.unwrap();
     script.await.unwrap();
 }
+
+/// With the inbox connected, status carries the traffic figures and the reconcile comes back
+/// within 30 s to refresh them.
+#[tokio::test]
+async fn status_carries_inbox_figures_refreshed_every_30s() {
+    let dir = tempfile::tempdir().unwrap();
+    let inbox =
+        hookgate::inbox::Inbox::connect(&format!("sqlite://{}", dir.path().join("i.db").display()))
+            .await
+            .unwrap();
+    inbox.migrate().await.unwrap();
+    let hookgate::inbox::Inbox::Sqlite(pool) = &inbox else {
+        unreachable!()
+    };
+    for (id, status, received) in [
+        ("e1", "pending", "2026-11-30T23:58:00+00:00"),
+        ("e2", "retry", "2026-11-30T23:59:00+00:00"),
+        ("e3", "dead_letter", "2026-11-30T23:59:30+00:00"),
+        ("e4", "processed", "2026-11-30T23:59:59+00:00"),
+    ] {
+        sqlx::query(
+            "INSERT INTO inbox_events (integration, event_id, scheme, key_id, headers, body, body_sha256, status, received_at) \
+             VALUES ('pay/stripe', $1, 'stripe', 'v1', '[]', x'', x'', $2, $3)",
+        )
+        .bind(id)
+        .bind(status)
+        .bind(received)
+        .execute(pool)
+        .await
+        .unwrap();
+    }
+    let (ctx, mut api) = context();
+    let ctx = Arc::new(Context {
+        inbox: Some(inbox),
+        ..Arc::into_inner(ctx).unwrap()
+    });
+    let wi = integration(
+        keys(&["v1"]),
+        Some(json!({"keys": [{"id": "v1", "phase": "Active", "since": "2026-11-01T00:00:00Z"}]})),
+        true,
+        false,
+    );
+    let script = tokio::spawn(async move {
+        expect(
+            &mut api,
+            "GET",
+            "/api/v1/namespaces/pay/secrets/stripe-keys",
+            (200, secret()),
+        )
+        .await;
+        expect(&mut api, "PATCH", ROUTE, (200, route_answer())).await;
+        let status = expect(
+            &mut api,
+            "PATCH",
+            &format!("{WI}/status"),
+            (200, wi_answer()),
+        )
+        .await;
+        let s = &status["status"];
+        assert_eq!(
+            (s["pending"].as_i64(), s["deadLetters"].as_i64()),
+            (Some(2), Some(1))
+        );
+        assert_eq!(
+            s["oldestPendingSeconds"], 120,
+            "e1, received two minutes before now"
+        );
+        assert_eq!(s["lastReceivedAt"], "2026-11-30T23:59:59Z");
+        assert_eq!(s["dedupeConflicts"], 0);
+    });
+    assert_eq!(
+        run(wi, ctx).await.unwrap(),
+        Action::requeue(Duration::from_secs(30))
+    );
+    script.await.unwrap();
+}

@@ -38,7 +38,18 @@ fn crd_has_the_contracted_names_and_status_subresource() {
         .iter()
         .filter_map(|c| c["name"].as_str())
         .collect();
-    assert_eq!(columns, ["Ready", "Route", "Active-Key", "Retiring", "Age"]);
+    assert_eq!(
+        columns,
+        [
+            "Ready",
+            "Route",
+            "Active-Key",
+            "Retiring",
+            "Pending",
+            "DLQ",
+            "Age"
+        ]
+    );
     assert!(version["subresources"]["status"].is_mapping());
     let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"];
     let required: Vec<&str> = spec["required"]

@@ -20,6 +20,8 @@ use std::sync::Arc;
 /// Removes the compiled route when its integration is deleted.
 pub const FINALIZER: &str = "hookgate.dev/route";
 const MANAGER: &str = "hookgate-controller";
+/// How often status traffic figures (pending, deadLetters, ...) are refreshed at most.
+pub const TRAFFIC_REFRESH: std::time::Duration = std::time::Duration::from_secs(30);
 
 pub struct Context {
     pub client: Client,
@@ -137,6 +139,17 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Reconci
         }
     }
 
+    if let Some(inbox) = &ctx.inbox {
+        let integration = format!("{namespace}/{}", wi.name_any());
+        match inbox.stats_of(Some(&integration), now).await {
+            Ok(stats) => {
+                plan.status.set_traffic(&stats);
+                // Traffic figures stay fresh: look again within 30 s.
+                plan.requeue_after = plan.requeue_after.min(TRAFFIC_REFRESH);
+            }
+            Err(e) => tracing::warn!(error = %e, "could not read inbox figures for status"),
+        }
+    }
     if let Some(manifests) = plan.manifests {
         let route = compiled::secret(&ctx.namespace, wi, manifests);
         let routes: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.namespace);

@@ -28,6 +28,8 @@ pub use status::{Condition, KeyStatus, WebhookIntegrationStatus};
     printcolumn = r#"{"name":"Route","type":"string","jsonPath":".status.route"}"#,
     printcolumn = r#"{"name":"Active-Key","type":"string","jsonPath":".status.keys[?(@.phase==\"Active\")].id"}"#,
     printcolumn = r#"{"name":"Retiring","type":"string","jsonPath":".status.keys[?(@.phase==\"Retiring\")].id"}"#,
+    printcolumn = r#"{"name":"Pending","type":"integer","jsonPath":".status.pending"}"#,
+    printcolumn = r#"{"name":"DLQ","type":"integer","jsonPath":".status.deadLetters"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]

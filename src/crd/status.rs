@@ -17,6 +17,45 @@ pub struct WebhookIntegrationStatus {
     pub keys: Vec<KeyStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_rotation_at: Option<String>,
+    /// Inbox figures (controller with `--database-url`), refreshed at most every 30 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_letters: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_pending_seconds: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_received_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedupe_conflicts: Option<i64>,
+}
+
+impl WebhookIntegrationStatus {
+    /// Fills the traffic figures from this integration's inbox rows.
+    pub fn set_traffic(&mut self, stats: &[crate::inbox::InboxStat]) {
+        let waiting = |s: &&crate::inbox::InboxStat| {
+            matches!(s.status.as_str(), "pending" | "retry" | "processing")
+        };
+        self.pending = Some(stats.iter().filter(waiting).map(|s| s.count).sum());
+        self.dead_letters = Some(
+            stats
+                .iter()
+                .filter(|s| s.status == "dead_letter")
+                .map(|s| s.count)
+                .sum(),
+        );
+        self.oldest_pending_seconds = stats
+            .iter()
+            .filter(waiting)
+            .filter_map(|s| s.oldest_age_seconds)
+            .max();
+        self.last_received_at = stats
+            .iter()
+            .filter_map(|s| s.last_received_at)
+            .max()
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+        self.dedupe_conflicts = Some(stats.iter().map(|s| s.dedupe_conflicts).sum());
+    }
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema, PartialEq)]

@@ -186,13 +186,24 @@ pub struct InboxStat {
 }
 
 const STATS: &str = "SELECT integration, status, COUNT(*), MIN(received_at), MAX(received_at), \
-     CAST(SUM(dedupe_conflicts) AS BIGINT) FROM inbox_events GROUP BY integration, status ORDER BY integration, status";
+     CAST(SUM(dedupe_conflicts) AS BIGINT) FROM inbox_events \
+     WHERE CAST($1 AS TEXT) IS NULL OR integration = $1 \
+     GROUP BY integration, status ORDER BY integration, status";
 
 impl Inbox {
     /// Counts by integration and status (one pass over the table's index).
     pub async fn stats(&self, now: DateTime<Utc>) -> Result<Vec<InboxStat>> {
+        self.stats_of(None, now).await
+    }
+
+    /// The same for one integration (`namespace/name`), or all when `None`.
+    pub async fn stats_of(
+        &self,
+        integration: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<InboxStat>> {
         backend!(self, pool => {
-            let rows = sqlx::query(STATS).fetch_all(pool).await?;
+            let rows = sqlx::query(STATS).bind(integration).fetch_all(pool).await?;
             rows.iter()
                 .map(|r| {
                     let status: String = r.try_get(1)?;
