@@ -62,4 +62,14 @@ fi
 if [ -z "${KUBECONFIG:-}" ]; then
   echo "tests/run.sh: the cluster e2e suite (tests/e2e_cluster.rs) is skipped: KUBECONFIG is not set"
 fi
+# The Helm chart, the Dockerfile and .dockerignore: helm v4 and checkov come from PyPI and are
+# cached under ${XDG_CACHE_HOME:-~/.cache}/hookgate. HOOKGATE_SKIP_CHART_TESTS=1 skips them.
+if [ "${HOOKGATE_SKIP_CHART_TESTS:-}" = 1 ]; then
+  echo "tests/run.sh: the chart tests (tests/chart/run.sh) are skipped: HOOKGATE_SKIP_CHART_TESTS=1"
+else
+  tests/chart/run.sh
+fi
 cargo test --all-targets "$@"
+# The binary as the image runs it: uid 65532, read-only root (uses the debug build from above;
+# `tests/image/run.sh --release` checks the release build).
+tests/image/run.sh

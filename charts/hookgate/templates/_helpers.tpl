@@ -1,0 +1,239 @@
+{{/* Chart name. */}}
+{{- define "hookgate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Fully qualified name prefix; role suffixes are appended, so keep room for them. */}}
+{{- define "hookgate.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "hookgate.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels on every object. */}}
+{{- define "hookgate.labels" -}}
+helm.sh/chart: {{ include "hookgate.chart" . }}
+app.kubernetes.io/name: {{ include "hookgate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: hookgate
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels of one role: include "hookgate.selectorLabels" (list . "receiver") */}}
+{{- define "hookgate.selectorLabels" -}}
+{{- $root := index . 0 -}}
+app.kubernetes.io/name: {{ include "hookgate.name" $root }}
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{/* All labels of one role's objects: include "hookgate.componentLabels" (list . "receiver") */}}
+{{- define "hookgate.componentLabels" -}}
+{{ include "hookgate.labels" (index . 0) }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{/* The image reference: digest wins over tag; the tag defaults to appVersion. */}}
+{{- define "hookgate.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end }}
+
+{{/* ServiceAccount name of one role: include "hookgate.serviceAccountName" (list . "receiver") */}}
+{{- define "hookgate.serviceAccountName" -}}
+{{- $root := index . 0 -}}
+{{- $role := index . 1 -}}
+{{- $sa := (index $root.Values $role).serviceAccount -}}
+{{- if $sa.create -}}
+{{ default (printf "%s-%s" (include "hookgate.fullname" $root) $role) $sa.name }}
+{{- else -}}
+{{ required (printf "%s.serviceAccount.name is required when %s.serviceAccount.create is false" $role $role) $sa.name }}
+{{- end -}}
+{{- end }}
+
+{{/*
+The Secret holding the database URL, and its key. Fails rendering unless exactly one of
+database.existingSecret and database.url is set.
+*/}}
+{{- define "hookgate.databaseSecretName" -}}
+{{- $db := .Values.database -}}
+{{- if and $db.existingSecret $db.url -}}
+{{- fail "hookgate: set only one of database.existingSecret and database.url, not both" -}}
+{{- else if $db.existingSecret -}}
+{{ $db.existingSecret }}
+{{- else if $db.url -}}
+{{ include "hookgate.fullname" . }}-database
+{{- else -}}
+{{- fail "hookgate: no database configured. Set database.existingSecret to a Secret with the PostgreSQL URL under the key DATABASE_URL (production), or database.url to the URL itself (the chart then renders the Secret), e.g. --set database.url=postgres://hookgate:PASSWORD@postgres:5432/hookgate" -}}
+{{- end -}}
+{{- end }}
+
+{{- define "hookgate.databaseSecretKey" -}}
+{{- if .Values.database.existingSecret -}}
+{{ .Values.database.existingSecretKey }}
+{{- else -}}
+DATABASE_URL
+{{- end -}}
+{{- end }}
+
+{{/* HOOKGATE_DATABASE_URL from the database Secret (env, never an argument: no password in ps). */}}
+{{- define "hookgate.databaseEnv" -}}
+- name: HOOKGATE_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "hookgate.databaseSecretName" . }}
+      key: {{ include "hookgate.databaseSecretKey" . }}
+{{- end }}
+
+{{/* Environment shared by the long-running roles. */}}
+{{- define "hookgate.commonEnv" -}}
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: HOOKGATE_LOG_FORMAT
+  value: {{ .Values.logFormat | quote }}
+- name: RUST_LOG
+  value: {{ .Values.logLevel | quote }}
+{{- end }}
+
+{{/* Pod-level hardening. */}}
+{{- define "hookgate.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/* Container-level hardening. */}}
+{{- define "hookgate.containerSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+readOnlyRootFilesystem: true
+allowPrivilegeEscalation: false
+privileged: false
+capabilities:
+  drop:
+    - ALL
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/* topologySpreadConstraints of one role: include "hookgate.topologySpread" (list . "receiver") */}}
+{{- define "hookgate.topologySpread" -}}
+{{- $root := index . 0 -}}
+{{- $role := index . 1 -}}
+{{- $own := (index $root.Values $role).topologySpreadConstraints -}}
+{{- if $own -}}
+topologySpreadConstraints:
+  {{- toYaml $own | nindent 2 }}
+{{- else if $root.Values.topologySpread.enabled -}}
+topologySpreadConstraints:
+{{- range $root.Values.topologySpread.topologyKeys }}
+  - topologyKey: {{ . }}
+    maxSkew: {{ $root.Values.topologySpread.maxSkew }}
+    whenUnsatisfiable: {{ $root.Values.topologySpread.whenUnsatisfiable }}
+    labelSelector:
+      matchLabels:
+        {{- include "hookgate.selectorLabels" (list $root $role) | nindent 8 }}
+    matchLabelKeys:
+      - pod-template-hash
+{{- end }}
+{{- end -}}
+{{- end }}
+
+{{/* Scheduling fields of one role's pods. */}}
+{{- define "hookgate.scheduling" -}}
+{{- $root := index . 0 -}}
+{{- $role := index . 1 -}}
+{{- $v := index $root.Values $role -}}
+{{- with $v.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $v.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with include "hookgate.topologySpread" (list $root $role) }}
+{{ . }}
+{{- end }}
+{{- end }}
+
+{{/* A small writable /tmp: the root filesystem is read-only. */}}
+{{- define "hookgate.tmpVolume" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: 16Mi
+{{- end }}
+
+{{/*
+Pod annotations of one role: the role's podAnnotations, plus a checksum of database.url when the
+pods read it, so that changing the URL rolls them. include "hookgate.podAnnotations" (list . "receiver" true)
+*/}}
+{{- define "hookgate.podAnnotations" -}}
+{{- $root := index . 0 -}}
+{{- $role := index . 1 -}}
+{{- $usesDb := index . 2 -}}
+{{- $ann := dict -}}
+{{- if and $usesDb $root.Values.database.url -}}
+{{- $_ := set $ann "checksum/database" ($root.Values.database.url | sha256sum) -}}
+{{- end -}}
+{{- $ann = merge $ann ((index $root.Values $role).podAnnotations | default dict) -}}
+{{- with $ann -}}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end -}}
+{{- end }}
+
+{{/*
+checkov skip annotations, for the security scan in tests/chart/run.sh: one "CHECK_ID=reason" per
+entry. Each reason says why the finding does not apply. include "hookgate.checkovSkips" (list "CKV_K8S_8=...")
+*/}}
+{{- define "hookgate.checkovSkips" -}}
+{{- range $i, $skip := . }}
+{{- if $i }}{{ "\n" }}{{ end -}}
+checkov.io/skip{{ add1 $i }}: {{ $skip | quote }}
+{{- end }}
+{{- end }}
+
+{{/* Skips shared by every hookgate pod that reads the database URL. */}}
+{{- define "hookgate.commonSkips" -}}
+{{- $skips := list "CKV_K8S_35=hookgate reads the database URL only from --database-url or HOOKGATE_DATABASE_URL (no file option), so the Secret is passed as an env var, never as an argument" -}}
+{{- if not .Values.image.digest -}}
+{{- $skips = append $skips "CKV_K8S_43=the digest exists only once the image is pushed: set image.digest (values-production.yaml says so); the tag is pinned to the appVersion meanwhile" -}}
+{{- end -}}
+{{- toJson $skips -}}
+{{- end }}

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Generates charts/hookgate/files/dashboard.json, the Grafana dashboard the chart ships.
+
+    python3 tests/chart/dashboard.py > charts/hookgate/files/dashboard.json
+
+tests/chart/run.sh fails when the committed JSON differs from this script's output, so edit the
+panels here and regenerate.
+"""
+
+import json
+
+DS = {"type": "prometheus", "uid": "${datasource}"}
+F = 'integration=~"$integration"'
+R = "[$__rate_interval]"
+
+
+class Dashboard:
+    def __init__(self):
+        self.panels = []
+        self.y = 0
+
+    def _id(self):
+        return len(self.panels) + 1
+
+    def row(self, title):
+        self.panels.append({"type": "row", "title": title, "id": self._id(), "collapsed": False,
+                            "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y}, "panels": []})
+        self.y += 1
+
+    def stats(self, items):
+        w = 24 // len(items)
+        for n, (title, desc, expr, unit) in enumerate(items):
+            self.panels.append({
+                "type": "stat", "title": title, "description": desc, "id": self._id(),
+                "datasource": DS, "gridPos": {"h": 4, "w": w, "x": n * w, "y": self.y},
+                "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+                "options": {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                            "colorMode": "value", "graphMode": "area"},
+                "targets": [{"refId": "A", "datasource": DS, "expr": expr}],
+            })
+        self.y += 4
+
+    def series(self, panels):
+        w = 24 // len(panels)
+        for n, p in enumerate(panels):
+            title, desc, targets = p[:3]
+            unit = p[3] if len(p) > 3 else "reqps"
+            stack = p[4] if len(p) > 4 else False
+            self.panels.append({
+                "type": "timeseries", "title": title, "description": desc, "id": self._id(),
+                "datasource": DS, "gridPos": {"h": 8, "w": w, "x": n * w, "y": self.y},
+                "fieldConfig": {"defaults": {"unit": unit, "custom": {
+                    "drawStyle": "line", "fillOpacity": 10,
+                    "stacking": {"mode": "normal" if stack else "none", "group": "A"}}},
+                    "overrides": []},
+                "options": {"legend": {"displayMode": "table", "placement": "bottom", "calcs": ["mean", "max"]},
+                            "tooltip": {"mode": "multi", "sort": "desc"}},
+                "targets": [{"refId": chr(65 + i), "datasource": DS, "expr": e, "legendFormat": l}
+                            for i, (e, l) in enumerate(targets)],
+            })
+        self.y += 8
+
+
+def quantiles(metric):
+    return [(f"histogram_quantile({q}, sum by (le) (rate({metric}_bucket{{{F}}}{R})))", f"p{round(q * 100)}")
+            for q in (0.5, 0.95, 0.99)]
+
+
+def build():
+    d = Dashboard()
+    d.row("Overview")
+    d.stats([
+        ("Accepted / s", "New events committed to the inbox.",
+         f'sum(rate(hookgate_receiver_requests_total{{{F},outcome="accepted"}}{R}))', "reqps"),
+        ("Signature failures / s", "Requests refused at signature verification.",
+         f"sum(rate(hookgate_signature_failures_total{{{F}}}{R}))", "reqps"),
+        ("Processed / s", "Delivery attempts answered 2xx.",
+         f'sum(rate(hookgate_delivery_attempts_total{{{F},outcome="processed"}}{R}))', "reqps"),
+        ("Dead letters (24h)", "Events dead-lettered in the last 24 hours.",
+         f'sum(increase(hookgate_delivery_attempts_total{{{F},outcome="dead_letter"}}[24h]))', "short"),
+        ("Oldest pending", "Age of the oldest event still waiting for delivery.",
+         f"max(hookgate_inbox_oldest_pending_seconds{{{F}}})", "s"),
+        ("Completion p95", "From the provider's signed timestamp to processed, 95th percentile.",
+         f"histogram_quantile(0.95, sum by (le) (rate(hookgate_completion_latency_seconds_bucket{{{F}}}{R})))", "s"),
+    ])
+    d.row("Receiver")
+    d.series([
+        ("Requests by outcome",
+         "hookgate_receiver_requests_total by outcome (accepted, duplicate, ignored, invalid_signature, ...).",
+         [(f"sum by (outcome) (rate(hookgate_receiver_requests_total{{{F}}}{R}))", "{{outcome}}")], "reqps", True),
+        ("Signature failures", "hookgate_signature_failures_total by integration and reason.",
+         [(f"sum by (integration, reason) (rate(hookgate_signature_failures_total{{{F}}}{R}))",
+           "{{integration}} {{reason}}")]),
+        ("Duplicates and dedupe conflicts",
+         "Duplicates (same event id, or a replayed signature) and dedupe conflicts (same id, different body: investigate).",
+         [(f"sum by (integration) (rate(hookgate_duplicates_total{{{F}}}{R}))", "duplicates {{integration}}"),
+          (f"sum by (integration) (rate(hookgate_dedupe_conflicts_total{{{F}}}{R}))", "conflicts {{integration}}")]),
+    ])
+    d.row("Delivery")
+    d.series([
+        ("Delivery attempts by result",
+         "hookgate_delivery_attempts_total by result (processed, retry, dead_letter, ignored).",
+         [(f"sum by (outcome) (rate(hookgate_delivery_attempts_total{{{F}}}{R}))", "{{outcome}}")], "reqps", True),
+        ("Dead letters",
+         "Events dead-lettered per interval, and dead letters waiting in the inbox. "
+         "Inspect with `hookgate dlq list`, replay with `hookgate dlq replay`.",
+         [(f'sum by (integration) (increase(hookgate_delivery_attempts_total{{{F},outcome="dead_letter"}}{R}))',
+           "dead-lettered {{integration}}"),
+          (f'sum by (integration) (hookgate_inbox_events{{{F},status="dead_letter"}})', "waiting {{integration}}")],
+         "short"),
+        ("Delivery duration", "One delivery attempt (hookgate_delivery_duration_seconds).",
+         quantiles("hookgate_delivery_duration_seconds"), "s"),
+        ("Ordering: ungated deliveries",
+         "Events of an ordered integration delivered without the ordering gate (hookgate_ordering_ungated_total).",
+         [(f"sum by (integration) (rate(hookgate_ordering_ungated_total{{{F}}}{R}))", "{{integration}}")]),
+    ])
+    d.row("Inbox and latency")
+    d.series([
+        ("Inbox events by status",
+         "hookgate_inbox_events: events in the inbox by status (pending, processing, retry, processed, "
+         "dead_letter, ignored), refreshed every 15 s by the workers.",
+         [(f"sum by (status) (hookgate_inbox_events{{{F}}})", "{{status}}")], "short"),
+        ("Oldest pending event", "hookgate_inbox_oldest_pending_seconds by integration.",
+         [(f"max by (integration) (hookgate_inbox_oldest_pending_seconds{{{F}}})", "{{integration}}")], "s"),
+        ("Completion latency",
+         "From the provider's signed timestamp (receipt when unsigned) to processed, retries included "
+         "(hookgate_completion_latency_seconds).",
+         quantiles("hookgate_completion_latency_seconds"), "s"),
+    ])
+    return {
+        "uid": "hookgate", "title": "hookgate", "description": "Webhook receiver, inbox and delivery (hookgate)",
+        "tags": ["hookgate", "webhooks"], "timezone": "browser", "editable": True, "graphTooltip": 1,
+        "schemaVersion": 39, "version": 1, "refresh": "30s", "time": {"from": "now-6h", "to": "now"},
+        "annotations": {"list": []}, "links": [],
+        "templating": {"list": [
+            {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
+             "current": {}, "hide": 0, "refresh": 1},
+            {"name": "integration", "label": "Integration", "type": "query", "datasource": DS,
+             "query": {"query": "label_values(hookgate_receiver_requests_total, integration)",
+                       "refId": "integration"},
+             "definition": "label_values(hookgate_receiver_requests_total, integration)",
+             "includeAll": True, "allValue": ".*", "multi": True, "refresh": 2, "sort": 1,
+             "current": {}, "hide": 0},
+        ]},
+        "panels": d.panels,
+    }
+
+
+def render():
+    return json.dumps(build(), indent=2) + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")
