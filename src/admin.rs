@@ -50,28 +50,34 @@ pub async fn spawn(
     Ok(())
 }
 
-/// A receiver is ready with at least one route and a reachable inbox.
+/// A receiver is ready once its routing table is loaded (in a cluster: the first complete list
+/// of compiled routes, which may be empty) and the inbox answers.
 pub fn receiver_ready(rx: Receiver) -> ReadyCheck {
     Arc::new(move || {
         let rx = rx.clone();
         Box::pin(async move {
-            if rx.routes().is_empty() {
-                return Err("no routes loaded");
+            if !rx.routes_loaded() {
+                return Err("routes not loaded yet");
             }
             rx.inbox().ping().await.map_err(|_| "inbox unreachable")
         })
     })
 }
 
-/// A worker is ready with at least one delivery target and a reachable inbox.
+/// A worker is ready once its delivery targets are loaded (possibly none) and the inbox answers.
 pub fn worker_ready(worker: Worker) -> ReadyCheck {
     Arc::new(move || {
         let worker = worker.clone();
         Box::pin(async move {
-            if worker.targets_snapshot().is_empty() {
-                return Err("no delivery targets loaded");
+            if !worker.targets_loaded() {
+                return Err("delivery targets not loaded yet");
             }
             worker.inbox().ping().await.map_err(|_| "inbox unreachable")
         })
     })
+}
+
+/// The controller is ready when its process runs; leadership is visible in the Lease.
+pub fn always_ready() -> ReadyCheck {
+    Arc::new(|| Box::pin(async { Ok(()) }))
 }

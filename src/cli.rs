@@ -96,6 +96,9 @@ pub struct ControllerArgs {
     /// This replica's identity in the leader Lease.
     #[arg(long, env = "POD_NAME", default_value = "hookgate-controller")]
     pub identity: String,
+    /// Admin endpoints: /metrics, /healthz, /readyz. Empty string disables them.
+    #[arg(long, default_value = "0.0.0.0:9092", env = "HOOKGATE_ADMIN_LISTEN")]
+    pub admin_listen: String,
 }
 
 /// `hookgate receiver`: cluster mode.
@@ -262,6 +265,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 watch_namespace: a.watch_namespace,
                 database_url: a.database_url,
                 identity: a.identity,
+                admin_listen: admin_addr(&a.admin_listen)?,
             };
             crate::controller::run::run(cfg, shutdown_signal()).await?;
             Ok(())

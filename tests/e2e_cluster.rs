@@ -70,6 +70,7 @@ async fn controller_programs_a_route_and_rotates_a_key() {
         watch_namespace: Some(ns.clone()),
         database_url: None,
         identity: "e2e".into(),
+        admin_listen: None,
     };
     let controller = tokio::spawn(run(cfg, async move {
         let _ = stopped.wait_for(|s| *s).await;

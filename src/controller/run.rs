@@ -26,6 +26,8 @@ pub struct Config {
     pub database_url: Option<String>,
     /// This replica's identity in the Lease (the pod name).
     pub identity: String,
+    /// Admin endpoints (/metrics, /healthz, /readyz); `None` disables them.
+    pub admin_listen: Option<std::net::SocketAddr>,
 }
 
 fn references(wi: &WebhookIntegration, secret: &str) -> bool {
@@ -55,6 +57,10 @@ pub async fn run(
     let client = Client::try_default()
         .await
         .map_err(|e| crate::Error::Config(format!("cannot reach the Kubernetes API: {e}")))?;
+    if let Some(addr) = cfg.admin_listen {
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        crate::admin::spawn(addr, metrics, crate::admin::always_ready()).await?;
+    }
     let inbox = match &cfg.database_url {
         Some(url) => Some(Inbox::connect(url).await?),
         None => None,

@@ -99,7 +99,8 @@ pub async fn run(
         .map_err(|e| crate::Error::Config(format!("cannot reach the Kubernetes API: {e}")))?;
     let inbox = crate::inbox::Inbox::connect(&cfg.database_url).await?;
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
-    let receiver = Receiver::new(super::route::RouteTable::default(), inbox, metrics.clone());
+    let receiver = Receiver::new(super::route::RouteTable::default(), inbox, metrics.clone())
+        .awaiting_routes();
     let watch = tokio::spawn({
         let receiver = receiver.clone();
         watch_routes(client, cfg.namespace.clone(), move |table| {
@@ -149,7 +150,8 @@ pub async fn run_workers(
     let inbox = crate::inbox::Inbox::connect(database_url).await?;
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
     let worker =
-        crate::worker::Worker::new(inbox.clone(), Default::default(), cfg, metrics.clone());
+        crate::worker::Worker::new(inbox.clone(), Default::default(), cfg, metrics.clone())
+            .awaiting_targets();
     if let Some(addr) = admin_listen {
         crate::admin::spawn(addr, metrics, crate::admin::worker_ready(worker.clone())).await?;
     }

@@ -26,6 +26,8 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Clone)]
 pub struct Receiver {
     routes: Arc<ArcSwap<RouteTable>>,
+    /// False until the first table arrives (cluster mode waits for the first complete list).
+    loaded: Arc<std::sync::atomic::AtomicBool>,
     inbox: Inbox,
     clock: Clock,
     metrics: Arc<Metrics>,
@@ -36,6 +38,7 @@ impl Receiver {
     pub fn new(routes: RouteTable, inbox: Inbox, metrics: Arc<Metrics>) -> Self {
         Self {
             routes: Arc::new(ArcSwap::from_pointee(routes)),
+            loaded: Arc::new(true.into()),
             inbox,
             clock: Arc::new(Utc::now),
             metrics,
@@ -56,6 +59,20 @@ impl Receiver {
     /// Replaces the whole routing table; requests already running keep the table they started with.
     pub fn swap_routes(&self, table: RouteTable) {
         self.routes.store(Arc::new(table));
+        self.loaded
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Marks the table as not loaded yet: readiness waits for the first `swap_routes`.
+    pub fn awaiting_routes(self) -> Self {
+        self.loaded
+            .store(false, std::sync::atomic::Ordering::Release);
+        self
+    }
+
+    /// Whether a routing table has been loaded (it may legitimately be empty).
+    pub fn routes_loaded(&self) -> bool {
+        self.loaded.load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub fn routes(&self) -> Arc<RouteTable> {

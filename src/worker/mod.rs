@@ -68,6 +68,8 @@ pub struct Worker {
 struct Inner {
     inbox: Inbox,
     targets: ArcSwap<Targets>,
+    /// False until targets arrive (cluster mode waits for the first complete list).
+    loaded: std::sync::atomic::AtomicBool,
     client: reqwest::Client,
     cfg: WorkerConfig,
     metrics: Arc<Metrics>,
@@ -84,6 +86,7 @@ impl Worker {
             inner: Arc::new(Inner {
                 inbox,
                 targets: ArcSwap::from_pointee(targets),
+                loaded: true.into(),
                 client,
                 cfg,
                 metrics,
@@ -94,6 +97,22 @@ impl Worker {
     /// Replaces the targets; deliveries already running keep the target they started with.
     pub fn swap_targets(&self, targets: Targets) {
         self.inner.targets.store(Arc::new(targets));
+        self.inner
+            .loaded
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Marks the targets as not loaded yet: readiness waits for the first `swap_targets`.
+    pub fn awaiting_targets(self) -> Self {
+        self.inner
+            .loaded
+            .store(false, std::sync::atomic::Ordering::Release);
+        self
+    }
+
+    /// Whether delivery targets have been loaded (there may legitimately be none).
+    pub fn targets_loaded(&self) -> bool {
+        self.inner.loaded.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Claims and delivers until `shutdown` resolves; then stops claiming, lets in-flight

@@ -63,9 +63,6 @@ EXPECTED_SKIPS = {
         ("CKV_K8S_38", "Deployment.hookgate-system.hg-hookgate-controller"),
         ("CKV_K8S_38", "Deployment.hookgate-system.hg-hookgate-receiver"),
         ("CKV_K8S_38", "Deployment.hookgate-system.hg-hookgate-worker"),
-        # The controller has no HTTP or TCP port to probe yet.
-        ("CKV_K8S_8", "Deployment.hookgate-system.hg-hookgate-controller"),
-        ("CKV_K8S_9", "Deployment.hookgate-system.hg-hookgate-controller"),
         # Receivers and workers list/watch route Secrets by label: RBAC cannot narrow that to
         # names, so the Role covers the Secrets of hookgate's own namespace (and nothing else).
         ("CKV2_K8S_5", "RoleBinding.hookgate-system.hg-hookgate-routes-reader"),
@@ -321,8 +318,12 @@ def check_roles(objs, label, db_secret, db_key):
     R.check(f"{label}: controller POD_NAME from the downward API",
             env_map(ctrl).get("POD_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
             == "metadata.name")
-    R.check(f"{label}: controller has no ports and no probes",
-            not any(k in ctrl for k in ("ports", "livenessProbe", "readinessProbe", "startupProbe")))
+    R.check(f"{label}: controller admin port 9092",
+            [(p["name"], p["containerPort"]) for p in ctrl.get("ports", [])] == [("admin", 9092)]
+            and ctrl["args"][ctrl["args"].index("--admin-listen") + 1] == "0.0.0.0:9092", ctrl.get("ports"))
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        R.check(f"{label}: controller {probe} {path} on the admin port",
+                ctrl.get(probe, {}).get("httpGet") == {"path": path, "port": "admin"}, ctrl.get(probe))
     ports = {p["name"]: p["containerPort"] for p in recv["ports"]}
     R.check(f"{label}: receiver ports http 8080 and admin 9090", ports == {"http": 8080, "admin": 9090}, ports)
     R.check(f"{label}: receiver liveness /healthz on the admin port",
