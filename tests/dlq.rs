@@ -14,19 +14,7 @@ use sha2::Digest;
 use sqlx::Row;
 use sqlx::types::Json;
 
-/// Runs `$body` with `$pool` bound to the concrete pool of `$inbox`.
-macro_rules! on {
-    ($inbox:expr, $pool:ident => $body:expr) => {
-        match $inbox {
-            Inbox::Postgres($pool) => $body,
-            Inbox::Sqlite($pool) => $body,
-        }
-    };
-}
-
-fn t0() -> DateTime<Utc> {
-    "2026-06-01T12:00:00Z".parse().unwrap()
-}
+use common::t0;
 
 fn hours(h: i64) -> Duration {
     Duration::hours(h)

@@ -280,3 +280,14 @@ macro_rules! on_both_backends {
         }
     };
 }
+
+/// Runs `$body` with `$pool` bound to the concrete pool of `$inbox` (raw-SQL fixtures in tests).
+#[macro_export]
+macro_rules! on {
+    ($inbox:expr, $pool:ident => $body:expr) => {
+        match $inbox {
+            hookgate::inbox::Inbox::Postgres($pool) => $body,
+            hookgate::inbox::Inbox::Sqlite($pool) => $body,
+        }
+    };
+}
