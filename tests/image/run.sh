@@ -26,13 +26,18 @@ trap 'kill "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 admin=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
-# In a private mount namespace: a tmpfs for the database, then / read-only, then drop to 65532.
+# In a private mount namespace: a tmpfs for the database; the binary and the manifests copied
+# there as the image has them (the checkout itself may not be readable by 65532); then / read-only,
+# then drop to 65532 with a working directory it can enter.
 unshare -m sh -c "
   mount -t tmpfs -o mode=1777 tmpfs '$work' &&
+  mkdir '$work/app' && cp '$bin' '$work/app/hookgate' && cp -r config/examples '$work/app/examples' &&
+  chmod -R a+rX '$work/app' &&
   mount -o remount,ro,bind / &&
+  cd '$work' &&
   exec setpriv --reuid 65532 --regid 65532 --clear-groups \
-    '$bin' standalone -f config/examples --listen 127.0.0.1:$port --admin-listen 127.0.0.1:$admin \
-    --database-url 'sqlite://$work/hookgate.db'
+    '$work/app/hookgate' standalone -f '$work/app/examples' --listen 127.0.0.1:$port \
+    --admin-listen 127.0.0.1:$admin --database-url 'sqlite://$work/hookgate.db'
 " > "/tmp/hookgate-image-$port.log" 2>&1 &
 pid=$!
 
