@@ -453,7 +453,7 @@ async fn postgres_outage_is_503_with_retry_after_and_recovers_without_restart() 
         "PostgreSQL outage: recovered {:?} after the restart",
         started.elapsed()
     );
-    let after: Vec<_> = reqs.drain(..).collect();
+    let after = std::mem::take(&mut reqs);
     send_all(receiver.url.clone(), after, answers.clone(), 8).await;
     let answers = answers.lock().unwrap().clone();
     let statuses: std::collections::BTreeMap<u16, usize> =
