@@ -192,17 +192,7 @@ async fn adding_a_key_moves_the_old_one_to_retiring_and_requeues() {
             (200, wi_answer()),
         )
         .await;
-        let phases: Vec<(String, String)> = status["status"]["keys"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|k| {
-                (
-                    k["id"].as_str().unwrap().into(),
-                    k["phase"].as_str().unwrap().into(),
-                )
-            })
-            .collect();
+        let phases = phases_of(&status);
         assert_eq!(
             phases,
             [
@@ -328,6 +318,21 @@ async fn run(
         .expect("reconcile made an API call the script did not expect")
 }
 
+/// `(id, phase)` of every key in a status patch body.
+fn phases_of(status: &Value) -> Vec<(String, String)> {
+    status["status"]["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["id"].as_str().unwrap().into(),
+                k["phase"].as_str().unwrap().into(),
+            )
+        })
+        .collect()
+}
+
 fn route_answer() -> Value {
     json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "route.pay.stripe", "namespace": "hookgate-system"}})
 }
@@ -389,17 +394,7 @@ async fn rotate_annotation_generates_a_new_key_and_retires_the_old_one() {
             (200, wi_answer()),
         )
         .await;
-        let phases: Vec<(String, String)> = status["status"]["keys"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|k| {
-                (
-                    k["id"].as_str().unwrap().into(),
-                    k["phase"].as_str().unwrap().into(),
-                )
-            })
-            .collect();
+        let phases = phases_of(&status);
         assert_eq!(
             phases,
             [
