@@ -77,8 +77,48 @@ pub struct StandaloneArgs {
     pub admin_listen: String,
     #[arg(long, env = "HOOKGATE_DATABASE_URL", default_value = DEFAULT_DB)]
     pub database_url: String,
+    /// Run the receiver only (deliver with `hookgate worker -f` elsewhere).
+    #[arg(long)]
+    pub no_workers: bool,
+    #[command(flatten)]
+    pub commit: CommitArgs,
     #[command(flatten)]
     pub worker: WorkerArgs,
+}
+
+/// Group commit: how the receiver gathers concurrent requests into one transaction.
+#[derive(Args, Debug, Clone)]
+pub struct CommitArgs {
+    /// While other transactions are committing, how long a batch waits for more requests.
+    /// A lone request on an idle receiver never waits.
+    #[arg(long, default_value = "2ms", value_parser = humantime::parse_duration, env = "HOOKGATE_COMMIT_WINDOW")]
+    pub commit_window: std::time::Duration,
+    /// Most events committed in one transaction (1-1000).
+    #[arg(long, default_value_t = 64, env = "HOOKGATE_COMMIT_BATCH")]
+    pub commit_batch: usize,
+    /// Transactions in flight at once [default: 4 on PostgreSQL, 1 on SQLite].
+    #[arg(long, env = "HOOKGATE_COMMIT_CONCURRENCY")]
+    pub commit_concurrency: Option<usize>,
+}
+
+impl CommitArgs {
+    pub fn config(&self) -> anyhow::Result<crate::inbox::GroupCommitConfig> {
+        if !(1..=crate::inbox::MAX_BATCH).contains(&self.commit_batch) {
+            bail!(
+                "--commit-batch must be between 1 and {}, got {}",
+                crate::inbox::MAX_BATCH,
+                self.commit_batch
+            );
+        }
+        if self.commit_concurrency == Some(0) {
+            bail!("--commit-concurrency must be at least 1");
+        }
+        Ok(crate::inbox::GroupCommitConfig {
+            window: self.commit_window,
+            max_batch: self.commit_batch,
+            concurrency: self.commit_concurrency,
+        })
+    }
 }
 
 /// `hookgate controller`.
@@ -114,6 +154,8 @@ pub struct ReceiverArgs {
     /// The namespace holding compiled route Secrets (the receiver's own).
     #[arg(long, env = "POD_NAMESPACE")]
     pub namespace: String,
+    #[command(flatten)]
+    pub commit: CommitArgs,
 }
 
 /// `hookgate worker`: the delivery workers alone, against a shared database.
@@ -254,7 +296,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 listen: Some(a.listen),
                 admin_listen: admin_addr(&a.admin_listen)?,
                 database_url: a.database_url,
-                worker: a.worker.config()?,
+                worker: (!a.no_workers).then(|| a.worker.config()).transpose()?,
+                commit: a.commit.config()?,
             };
             standalone::run(cfg, shutdown_signal()).await?;
             Ok(())
@@ -276,6 +319,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 admin_listen: admin_addr(&a.admin_listen)?,
                 database_url: a.database_url,
                 namespace: a.namespace,
+                commit: a.commit.config()?,
             };
             crate::receiver::cluster::run(cfg, shutdown_signal()).await?;
             Ok(())
@@ -298,7 +342,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 listen: None,
                 admin_listen: admin_addr(&a.admin_listen)?,
                 database_url: a.database_url,
-                worker: a.worker.config()?,
+                worker: Some(a.worker.config()?),
+                commit: Default::default(),
             };
             standalone::run(cfg, shutdown_signal()).await?;
             Ok(())

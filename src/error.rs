@@ -14,6 +14,9 @@ pub enum Error {
     Config(String),
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// The group-committed batch this request belonged to failed (the cause is logged once).
+    #[error("inbox unavailable: {0}")]
+    Unavailable(String),
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("Kubernetes API: {0}")]

@@ -54,6 +54,7 @@ pub struct Metrics {
     pub completion_latency: Histograms,
     pub inbox_events: Family<StatusLabels, Gauge>,
     pub oldest_pending: Family<IntegrationLabels, Gauge>,
+    pub intake_batch_size: Histogram,
     registry: Registry,
 }
 
@@ -76,6 +77,8 @@ impl Metrics {
             completion_latency: Family::new_with_constructor(completion_buckets),
             inbox_events: Family::default(),
             oldest_pending: Family::default(),
+            // 1 .. 1024 events per transaction.
+            intake_batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
             registry: Registry::with_prefix("hookgate"),
         };
         let mut registry = Registry::with_prefix("hookgate");
@@ -129,6 +132,11 @@ impl Metrics {
             "inbox_oldest_pending_seconds",
             "Age of the oldest event still waiting for delivery (pending, retry or processing)",
             m.oldest_pending.clone(),
+        );
+        r.register(
+            "intake_batch_size",
+            "Events committed together by the receiver's group commit, per transaction",
+            m.intake_batch_size.clone(),
         );
         Metrics { registry, ..m }
     }

@@ -19,7 +19,9 @@ pub struct Config {
     pub listen: Option<SocketAddr>,
     pub admin_listen: Option<SocketAddr>,
     pub database_url: String,
-    pub worker: WorkerConfig,
+    /// `None`: receiver only (`hookgate standalone --no-workers`).
+    pub worker: Option<WorkerConfig>,
+    pub commit: crate::inbox::GroupCommitConfig,
 }
 
 /// Loads and compiles the manifests, opens and migrates the inbox. Fails before anything listens.
@@ -56,8 +58,12 @@ pub async fn run(
     }
     let metrics = Arc::new(Metrics::new());
     let targets = worker::targets(&table);
-    let receiver = Receiver::new(table, inbox.clone(), metrics.clone());
-    let worker = Worker::new(inbox, targets, cfg.worker.clone(), metrics.clone());
+    let receiver =
+        Receiver::new(table, inbox.clone(), metrics.clone()).with_group_commit(cfg.commit);
+    let worker = cfg
+        .worker
+        .clone()
+        .map(|w| Worker::new(inbox, targets, w, metrics.clone()));
 
     let listener = match cfg.listen {
         Some(addr) => {
@@ -68,9 +74,9 @@ pub async fn run(
         None => None,
     };
     if let Some(addr) = cfg.admin_listen {
-        let ready = match cfg.listen {
-            Some(_) => crate::admin::receiver_ready(receiver.clone()),
-            None => crate::admin::worker_ready(worker.clone()),
+        let ready = match (cfg.listen, &worker) {
+            (None, Some(w)) => crate::admin::worker_ready(w.clone()),
+            _ => crate::admin::receiver_ready(receiver.clone()),
         };
         crate::admin::spawn(addr, metrics.clone(), ready).await?;
     }
@@ -82,11 +88,13 @@ pub async fn run(
     let signal = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    let workers = tokio::spawn({
-        let (worker, rx) = (worker.clone(), stopped.clone());
-        async move { worker.run(signal(rx)).await }
+    if let Some(w) = &cfg.worker {
+        tracing::info!(concurrency = w.concurrency, "workers running");
+    }
+    let workers = worker.map(|worker| {
+        let rx = stopped.clone();
+        tokio::spawn(async move { worker.run(signal(rx)).await })
     });
-    tracing::info!(concurrency = cfg.worker.concurrency, "workers running");
     let served = match listener {
         Some((addr, l)) => axum::serve(l, receiver.router())
             .with_graceful_shutdown(signal(stopped))
@@ -97,7 +105,9 @@ pub async fn run(
             Ok(())
         }
     };
-    let _ = workers.await;
+    if let Some(w) = workers {
+        let _ = w.await;
+    }
     receiver.inbox().close().await;
     served
 }

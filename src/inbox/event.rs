@@ -53,34 +53,35 @@ impl std::str::FromStr for Status {
     }
 }
 
-/// An event ready to store. It can only be built from a [`Verified`] request.
+/// An event ready to store. It can only be built from a [`Verified`] request. It owns its data
+/// (the body is a shared `Bytes`) so it can wait in the group-commit queue.
 #[derive(Debug)]
-pub struct NewEvent<'a> {
+pub struct NewEvent {
     pub(super) verified: Verified,
-    pub(super) integration: &'a str,
+    pub(super) integration: String,
     pub(super) scheme: &'static str,
     pub(super) event_id: String,
     pub(super) event_type: Option<String>,
     pub(super) headers: serde_json::Value,
     pub(super) content_type: Option<String>,
-    pub(super) body: &'a [u8],
+    pub(super) body: bytes::Bytes,
     pub(super) body_sha256: [u8; 32],
     pub(super) status: Status,
     pub(super) received_at: DateTime<Utc>,
     pub(super) nonce_expires_at: DateTime<Utc>,
 }
 
-impl<'a> NewEvent<'a> {
+impl NewEvent {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         verified: Verified,
-        integration: &'a str,
+        integration: &str,
         scheme: &'static str,
         event_id: String,
         event_type: Option<String>,
         headers: serde_json::Value,
         content_type: Option<String>,
-        body: &'a [u8],
+        body: bytes::Bytes,
         ignored: bool,
         received_at: DateTime<Utc>,
         nonce_retention: std::time::Duration,
@@ -89,15 +90,15 @@ impl<'a> NewEvent<'a> {
         let retention =
             chrono::Duration::from_std(nonce_retention).unwrap_or(chrono::Duration::days(1));
         Self {
+            body_sha256: sha2::Sha256::digest(&body).into(),
             verified,
-            integration,
+            integration: integration.to_string(),
             scheme,
             event_id,
             event_type,
             headers,
             content_type,
             body,
-            body_sha256: sha2::Sha256::digest(body).into(),
             status: if ignored {
                 Status::Ignored
             } else {
@@ -109,7 +110,7 @@ impl<'a> NewEvent<'a> {
     }
 }
 
-impl NewEvent<'_> {
+impl NewEvent {
     pub fn event_id(&self) -> &str {
         &self.event_id
     }

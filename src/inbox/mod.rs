@@ -13,15 +13,18 @@ macro_rules! backend {
     };
 }
 
+mod batch;
 mod delivery;
 mod dlq;
 mod event;
+mod group;
 mod retention;
 mod store;
 
 pub use delivery::{Attempt, Claimed, Completion};
 pub use dlq::*;
 pub use event::{EventSummary, InsertOutcome, ListFilter, NewEvent, Status};
+pub use group::{GroupCommit, GroupCommitConfig, MAX_BATCH};
 pub use store::InboxStat;
 
 use crate::{Error, Result};

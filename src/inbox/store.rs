@@ -1,26 +1,10 @@
 //! The inbox statements, written once and expanded for each backend.
 
 use super::Inbox;
-use super::{EventSummary, InsertOutcome, ListFilter, NewEvent};
+use super::{EventSummary, ListFilter};
 use crate::Result;
 use chrono::{DateTime, Utc};
 use sqlx::Row;
-use sqlx::types::Json;
-
-const INSERT_NONCE: &str = "INSERT INTO signature_nonces (integration, digest, expires_at) VALUES ($1, $2, $3) \
-     ON CONFLICT (integration, digest) DO UPDATE SET expires_at = excluded.expires_at \
-     WHERE signature_nonces.expires_at <= $4 RETURNING expires_at";
-
-const INSERT_EVENT: &str = "INSERT INTO inbox_events (integration, event_id, event_type, scheme, key_id, \
-     signed_at, headers, content_type, body, body_sha256, status, next_attempt_at, received_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
-     ON CONFLICT (integration, event_id) DO NOTHING RETURNING id";
-
-const EXISTING_HASH: &str =
-    "SELECT body_sha256 FROM inbox_events WHERE integration = $1 AND event_id = $2";
-
-const COUNT_CONFLICT: &str = "UPDATE inbox_events SET dedupe_conflicts = dedupe_conflicts + 1 \
-     WHERE integration = $1 AND event_id = $2";
 
 const LIST: &str = "SELECT id, integration, event_id, event_type, status, scheme, key_id, attempts, \
      signed_at, received_at, next_attempt_at, processed_at, last_error, dedupe_conflicts \
@@ -31,69 +15,6 @@ const LIST: &str = "SELECT id, integration, event_id, event_type, status, scheme
 const PRUNE_NONCES: &str = "DELETE FROM signature_nonces WHERE expires_at <= $1";
 
 impl Inbox {
-    /// Stores `ev` unless it is a duplicate, a conflict or a replay. The nonce and the event are
-    /// written in one transaction: after an error nothing of the attempt remains.
-    pub async fn insert(&self, ev: &NewEvent<'_>) -> Result<InsertOutcome> {
-        let digest = ev.verified.signature_digest().to_vec();
-        let signed_at = ev
-            .verified
-            .timestamp()
-            .and_then(|t| DateTime::<Utc>::from_timestamp(t, 0));
-        let next_attempt = (ev.status == super::Status::Pending).then_some(ev.received_at);
-        backend!(self, pool => {
-            let mut tx = pool.begin().await?;
-            let fresh = sqlx::query(INSERT_NONCE)
-                .bind(ev.integration)
-                .bind(&digest)
-                .bind(ev.nonce_expires_at)
-                .bind(ev.received_at)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if fresh.is_none() {
-                tx.rollback().await?;
-                return Ok(InsertOutcome::Replay);
-            }
-            let inserted = sqlx::query(INSERT_EVENT)
-                .bind(ev.integration)
-                .bind(&ev.event_id)
-                .bind(&ev.event_type)
-                .bind(ev.scheme)
-                .bind(ev.verified.key_id())
-                .bind(signed_at)
-                .bind(Json(&ev.headers))
-                .bind(&ev.content_type)
-                .bind(ev.body)
-                .bind(&ev.body_sha256[..])
-                .bind(ev.status.as_str())
-                .bind(next_attempt)
-                .bind(ev.received_at)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if let Some(row) = inserted {
-                let id: i64 = row.try_get(0)?;
-                tx.commit().await?;
-                return Ok(InsertOutcome::Inserted { id });
-            }
-            // The event id is taken: drop this attempt's nonce and compare bodies.
-            tx.rollback().await?;
-            let existing: Vec<u8> = sqlx::query(EXISTING_HASH)
-                .bind(ev.integration)
-                .bind(&ev.event_id)
-                .fetch_one(pool)
-                .await?
-                .try_get(0)?;
-            if existing == ev.body_sha256 {
-                return Ok(InsertOutcome::Duplicate);
-            }
-            sqlx::query(COUNT_CONFLICT)
-                .bind(ev.integration)
-                .bind(&ev.event_id)
-                .execute(pool)
-                .await?;
-            Ok(InsertOutcome::Conflict)
-        })
-    }
-
     /// Newest first, without bodies.
     pub async fn list(&self, filter: &ListFilter) -> Result<Vec<EventSummary>> {
         let status = filter.status.map(|s| s.as_str());

@@ -87,6 +87,7 @@ pub struct Config {
     pub database_url: String,
     /// Where the controller writes compiled routes: the receiver's own namespace.
     pub namespace: String,
+    pub commit: crate::inbox::GroupCommitConfig,
 }
 
 /// Serves webhooks from the routes the controller compiles, until `shutdown` resolves.
@@ -100,6 +101,7 @@ pub async fn run(
     let inbox = crate::inbox::Inbox::connect(&cfg.database_url).await?;
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
     let receiver = Receiver::new(super::route::RouteTable::default(), inbox, metrics.clone())
+        .with_group_commit(cfg.commit)
         .awaiting_routes();
     let watch = tokio::spawn({
         let receiver = receiver.clone();

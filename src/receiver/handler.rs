@@ -106,16 +106,17 @@ async fn process(rx: &Receiver, route: &CompiledRoute, req: Request) -> Reply {
         verified,
         &route.integration,
         route.verifier.scheme().name(),
-        event_id,
-        event_type,
+        event_id.clone(),
+        event_type.clone(),
         headers,
         content_type,
-        &body,
+        body,
         ignored,
         now,
         route.nonce_retention,
     );
-    let reply = match rx.inbox.insert(&event).await {
+    let key_id = event.key_id().to_string();
+    let reply = match rx.intake.insert(event).await {
         Ok(InsertOutcome::Inserted { .. }) if ignored => Reply::Ignored,
         Ok(InsertOutcome::Inserted { .. }) => Reply::Accepted,
         Ok(InsertOutcome::Duplicate | InsertOutcome::Replay) => {
@@ -127,7 +128,7 @@ async fn process(rx: &Receiver, route: &CompiledRoute, req: Request) -> Reply {
             Metrics::count(&rx.metrics.dedupe_conflicts, &route.integration);
             tracing::warn!(
                 integration = %route.integration,
-                event_id = %event.event_id(),
+                event_id = %event_id,
                 "dedupe conflict: a known event id arrived with a different body; kept the first"
             );
             Reply::Duplicate
@@ -141,9 +142,9 @@ async fn process(rx: &Receiver, route: &CompiledRoute, req: Request) -> Reply {
     if matches!(reply, Reply::Accepted | Reply::Ignored | Reply::Duplicate) {
         tracing::info!(
             integration = %route.integration,
-            event_id = %event.event_id(),
-            event_type = event.event_type().unwrap_or("-"),
-            key_id = %event.key_id(),
+            event_id = %event_id,
+            event_type = event_type.as_deref().unwrap_or("-"),
+            key_id = %key_id,
             outcome = reply.outcome(),
             "event received"
         );

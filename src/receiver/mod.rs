@@ -7,7 +7,7 @@ pub mod reply;
 pub mod route;
 pub mod verify;
 
-use crate::inbox::Inbox;
+use crate::inbox::{GroupCommit, GroupCommitConfig, Inbox};
 use crate::metrics::Metrics;
 use arc_swap::ArcSwap;
 use axum::Router;
@@ -29,17 +29,26 @@ pub struct Receiver {
     /// False until the first table arrives (cluster mode waits for the first complete list).
     loaded: Arc<std::sync::atomic::AtomicBool>,
     inbox: Inbox,
+    /// Inserts go through here: one transaction for many concurrent requests.
+    intake: GroupCommit,
     clock: Clock,
     metrics: Arc<Metrics>,
     body_timeout: Duration,
 }
 
 impl Receiver {
+    /// Must be called within a Tokio runtime: it starts the group-commit task.
     pub fn new(routes: RouteTable, inbox: Inbox, metrics: Arc<Metrics>) -> Self {
+        let intake = GroupCommit::start(
+            inbox.clone(),
+            GroupCommitConfig::default(),
+            Some(metrics.intake_batch_size.clone()),
+        );
         Self {
             routes: Arc::new(ArcSwap::from_pointee(routes)),
             loaded: Arc::new(true.into()),
             inbox,
+            intake,
             clock: Arc::new(Utc::now),
             metrics,
             body_timeout: BODY_TIMEOUT,
@@ -48,6 +57,16 @@ impl Receiver {
 
     pub fn with_clock(mut self, clock: Clock) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// Replaces the default group-commit settings (the previous batching task winds down).
+    pub fn with_group_commit(mut self, cfg: GroupCommitConfig) -> Self {
+        self.intake = GroupCommit::start(
+            self.inbox.clone(),
+            cfg,
+            Some(self.metrics.intake_batch_size.clone()),
+        );
         self
     }
 

@@ -1,0 +1,355 @@
+//! Storing many verified events in one transaction: the storage half of group commit.
+//!
+//! The outcome of each event is what it would have been had the events been inserted one after
+//! the other in arrival order: a signature seen twice is a replay, an event id seen twice a
+//! duplicate (or a conflict when the bodies differ). Only the SQL differs per backend: PostgreSQL
+//! binds whole columns as arrays (`UNNEST`, one prepared statement whatever the batch size), SQLite
+//! gets a `VALUES` list (statements are prepared in-process there, so their number costs little).
+
+use super::{Inbox, InsertOutcome, NewEvent, Status};
+use crate::Result;
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+use sqlx::{Postgres, QueryBuilder, Row, Sqlite, Transaction};
+use std::collections::{HashMap, HashSet};
+
+type Key = (String, String);
+
+/// The per-backend statements a batch needs, run inside one transaction.
+trait BatchTx {
+    /// Records each event's signature digest; returns the indexes whose digest was fresh.
+    async fn claim_nonces(&mut self, evs: &[&NewEvent], now: DateTime<Utc>) -> Result<Vec<bool>>;
+    /// Inserts the events (distinct keys); returns the row id per inserted (integration, event id).
+    async fn insert_events(&mut self, evs: &[&NewEvent]) -> Result<HashMap<Key, i64>>;
+    /// The stored body hash of each of these keys that exists.
+    async fn stored_hashes(&mut self, evs: &[&NewEvent]) -> Result<HashMap<Key, Vec<u8>>>;
+    /// Gives back the digests of events that were not stored, as a rolled-back attempt would.
+    async fn forget_nonces(&mut self, evs: &[&NewEvent]) -> Result<()>;
+    async fn count_conflict(&mut self, ev: &NewEvent) -> Result<()>;
+}
+
+impl Inbox {
+    /// Stores each event unless it is a duplicate, a conflict or a replay, all in one transaction:
+    /// either every outcome returned is committed, or the call fails and nothing of it remains.
+    pub async fn insert_many(&self, events: &[NewEvent]) -> Result<Vec<InsertOutcome>> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        backend!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let outcomes = run(&mut tx, events).await?;
+            tx.commit().await?;
+            Ok(outcomes)
+        })
+    }
+
+    /// One event; the same transaction shape as a batch of one.
+    pub async fn insert(&self, event: NewEvent) -> Result<InsertOutcome> {
+        let mut v = self.insert_many(std::slice::from_ref(&event)).await?;
+        Ok(v.remove(0))
+    }
+}
+
+async fn run<T: BatchTx>(tx: &mut T, events: &[NewEvent]) -> Result<Vec<InsertOutcome>> {
+    let mut out: Vec<Option<InsertOutcome>> = vec![None; events.len()];
+    let now = events
+        .iter()
+        .map(|e| e.received_at)
+        .max()
+        .expect("not empty");
+
+    // 1. Signatures: a digest repeated inside the batch is a replay of its first copy.
+    let mut seen = HashSet::new();
+    let signed: Vec<usize> = (0..events.len())
+        .filter(|&i| {
+            let ev = &events[i];
+            let first = seen.insert((ev.integration.as_str(), ev.verified.signature_digest()));
+            if !first {
+                out[i] = Some(InsertOutcome::Replay);
+            }
+            first
+        })
+        .collect();
+    let refs: Vec<&NewEvent> = signed.iter().map(|&i| &events[i]).collect();
+    let fresh = tx.claim_nonces(&refs, now).await?;
+    let mut live = Vec::with_capacity(signed.len());
+    for (&i, fresh) in signed.iter().zip(fresh) {
+        if fresh {
+            live.push(i);
+        } else {
+            out[i] = Some(InsertOutcome::Replay);
+        }
+    }
+
+    // 2. Events: the first of each (integration, event id) is inserted; later ones compare with it.
+    let mut leaders = HashSet::new();
+    let (first, followers): (Vec<usize>, Vec<usize>) = live
+        .iter()
+        .partition(|&&i| leaders.insert(key_of(&events[i])));
+    let refs: Vec<&NewEvent> = first.iter().map(|&i| &events[i]).collect();
+    let ids = if refs.is_empty() {
+        HashMap::new()
+    } else {
+        tx.insert_events(&refs).await?
+    };
+    let mut taken = Vec::new();
+    for &i in &first {
+        match ids.get(&key_of(&events[i])) {
+            Some(&id) => out[i] = Some(InsertOutcome::Inserted { id }),
+            None => taken.push(i),
+        }
+    }
+    taken.extend(followers);
+    if taken.is_empty() {
+        return Ok(out.into_iter().map(|o| o.expect("decided")).collect());
+    }
+
+    // 3. Known ids: same body is a provider retry, another body a conflict (first one kept).
+    let refs: Vec<&NewEvent> = taken.iter().map(|&i| &events[i]).collect();
+    let stored = tx.stored_hashes(&refs).await?;
+    for &i in &taken {
+        let ev = &events[i];
+        let same = stored
+            .get(&key_of(ev))
+            .is_some_and(|h| h[..] == ev.body_sha256[..]);
+        out[i] = Some(if same {
+            InsertOutcome::Duplicate
+        } else {
+            tx.count_conflict(ev).await?;
+            InsertOutcome::Conflict
+        });
+    }
+    tx.forget_nonces(&refs).await?;
+    Ok(out.into_iter().map(|o| o.expect("decided")).collect())
+}
+
+fn key_of(ev: &NewEvent) -> Key {
+    (ev.integration.clone(), ev.event_id.clone())
+}
+
+fn signed_at(ev: &NewEvent) -> Option<DateTime<Utc>> {
+    ev.verified
+        .timestamp()
+        .and_then(|t| DateTime::<Utc>::from_timestamp(t, 0))
+}
+
+fn next_attempt(ev: &NewEvent) -> Option<DateTime<Utc>> {
+    (ev.status == Status::Pending).then_some(ev.received_at)
+}
+
+const COUNT_CONFLICT: &str = "UPDATE inbox_events SET dedupe_conflicts = dedupe_conflicts + 1 \
+     WHERE integration = $1 AND event_id = $2";
+
+const PG_NONCES: &str = "INSERT INTO signature_nonces (integration, digest, expires_at) \
+     SELECT * FROM UNNEST($1::text[], $2::bytea[], $3::timestamptz[]) \
+     ON CONFLICT (integration, digest) DO UPDATE SET expires_at = excluded.expires_at \
+     WHERE signature_nonces.expires_at <= $4 RETURNING integration, digest";
+
+const PG_EVENTS: &str = "INSERT INTO inbox_events (integration, event_id, event_type, scheme, \
+     key_id, signed_at, headers, content_type, body, body_sha256, status, next_attempt_at, received_at) \
+     SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
+     $6::timestamptz[], $7::jsonb[], $8::text[], $9::bytea[], $10::bytea[], $11::text[], \
+     $12::timestamptz[], $13::timestamptz[]) \
+     ON CONFLICT (integration, event_id) DO NOTHING RETURNING id, integration, event_id";
+
+const PG_HASHES: &str = "SELECT integration, event_id, body_sha256 FROM inbox_events \
+     WHERE (integration, event_id) IN (SELECT * FROM UNNEST($1::text[], $2::text[]))";
+
+const PG_FORGET: &str = "DELETE FROM signature_nonces \
+     WHERE (integration, digest) IN (SELECT * FROM UNNEST($1::text[], $2::bytea[]))";
+
+fn digests<'e>(evs: &[&'e NewEvent]) -> Vec<&'e [u8]> {
+    evs.iter()
+        .map(|e| &e.verified.signature_digest()[..])
+        .collect()
+}
+
+fn integrations<'e>(evs: &[&'e NewEvent]) -> Vec<&'e str> {
+    evs.iter().map(|e| e.integration.as_str()).collect()
+}
+
+/// Which of `evs` came back in `(integration, digest)` rows.
+fn fresh_of<R: Row>(evs: &[&NewEvent], rows: &[R]) -> Result<Vec<bool>>
+where
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> Vec<u8>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    usize: sqlx::ColumnIndex<R>,
+{
+    let back: HashSet<(String, Vec<u8>)> = rows
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect::<Result<_>>()?;
+    Ok(evs
+        .iter()
+        .map(|e| {
+            back.contains(&(
+                e.integration.clone(),
+                e.verified.signature_digest().to_vec(),
+            ))
+        })
+        .collect())
+}
+
+impl BatchTx for Transaction<'_, Postgres> {
+    async fn claim_nonces(&mut self, evs: &[&NewEvent], now: DateTime<Utc>) -> Result<Vec<bool>> {
+        let expires: Vec<DateTime<Utc>> = evs.iter().map(|e| e.nonce_expires_at).collect();
+        let rows = sqlx::query(PG_NONCES)
+            .bind(integrations(evs))
+            .bind(digests(evs))
+            .bind(expires)
+            .bind(now)
+            .fetch_all(&mut **self)
+            .await?;
+        fresh_of(evs, &rows)
+    }
+
+    async fn insert_events(&mut self, evs: &[&NewEvent]) -> Result<HashMap<Key, i64>> {
+        let col = |f: fn(&NewEvent) -> Option<&str>| evs.iter().map(|e| f(e)).collect::<Vec<_>>();
+        let rows = sqlx::query(PG_EVENTS)
+            .bind(integrations(evs))
+            .bind(col(|e| Some(&e.event_id)))
+            .bind(col(|e| e.event_type.as_deref()))
+            .bind(col(|e| Some(e.scheme)))
+            .bind(col(|e| Some(e.verified.key_id())))
+            .bind(evs.iter().map(|e| signed_at(e)).collect::<Vec<_>>())
+            .bind(evs.iter().map(|e| Json(&e.headers)).collect::<Vec<_>>())
+            .bind(col(|e| e.content_type.as_deref()))
+            .bind(evs.iter().map(|e| &e.body[..]).collect::<Vec<_>>())
+            .bind(evs.iter().map(|e| &e.body_sha256[..]).collect::<Vec<_>>())
+            .bind(col(|e| Some(e.status.as_str())))
+            .bind(evs.iter().map(|e| next_attempt(e)).collect::<Vec<_>>())
+            .bind(evs.iter().map(|e| e.received_at).collect::<Vec<_>>())
+            .fetch_all(&mut **self)
+            .await?;
+        rows.iter()
+            .map(|r| Ok(((r.try_get(1)?, r.try_get(2)?), r.try_get(0)?)))
+            .collect()
+    }
+
+    async fn stored_hashes(&mut self, evs: &[&NewEvent]) -> Result<HashMap<Key, Vec<u8>>> {
+        let ids: Vec<&str> = evs.iter().map(|e| e.event_id.as_str()).collect();
+        let rows = sqlx::query(PG_HASHES)
+            .bind(integrations(evs))
+            .bind(ids)
+            .fetch_all(&mut **self)
+            .await?;
+        rows.iter()
+            .map(|r| Ok(((r.try_get(0)?, r.try_get(1)?), r.try_get(2)?)))
+            .collect()
+    }
+
+    async fn forget_nonces(&mut self, evs: &[&NewEvent]) -> Result<()> {
+        sqlx::query(PG_FORGET)
+            .bind(integrations(evs))
+            .bind(digests(evs))
+            .execute(&mut **self)
+            .await?;
+        Ok(())
+    }
+
+    async fn count_conflict(&mut self, ev: &NewEvent) -> Result<()> {
+        sqlx::query(COUNT_CONFLICT)
+            .bind(&ev.integration)
+            .bind(&ev.event_id)
+            .execute(&mut **self)
+            .await?;
+        Ok(())
+    }
+}
+
+impl BatchTx for Transaction<'_, Sqlite> {
+    async fn claim_nonces(&mut self, evs: &[&NewEvent], now: DateTime<Utc>) -> Result<Vec<bool>> {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO signature_nonces (integration, digest, expires_at) ",
+        );
+        q.push_values(evs, |mut b, e| {
+            b.push_bind(e.integration.as_str())
+                .push_bind(&e.verified.signature_digest()[..])
+                .push_bind(e.nonce_expires_at);
+        });
+        q.push(
+            " ON CONFLICT (integration, digest) DO UPDATE SET expires_at = excluded.expires_at \
+             WHERE signature_nonces.expires_at <= ",
+        )
+        .push_bind(now)
+        .push(" RETURNING integration, digest");
+        let rows = q.build().fetch_all(&mut **self).await?;
+        fresh_of(evs, &rows)
+    }
+
+    async fn insert_events(&mut self, evs: &[&NewEvent]) -> Result<HashMap<Key, i64>> {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO inbox_events (integration, event_id, event_type, scheme, key_id, \
+             signed_at, headers, content_type, body, body_sha256, status, next_attempt_at, received_at) ",
+        );
+        q.push_values(evs, |mut b, e| {
+            b.push_bind(e.integration.as_str())
+                .push_bind(e.event_id.as_str())
+                .push_bind(e.event_type.as_deref())
+                .push_bind(e.scheme)
+                .push_bind(e.verified.key_id())
+                .push_bind(signed_at(e))
+                .push_bind(Json(&e.headers))
+                .push_bind(e.content_type.as_deref())
+                .push_bind(&e.body[..])
+                .push_bind(&e.body_sha256[..])
+                .push_bind(e.status.as_str())
+                .push_bind(next_attempt(e))
+                .push_bind(e.received_at);
+        });
+        q.push(
+            " ON CONFLICT (integration, event_id) DO NOTHING RETURNING id, integration, event_id",
+        );
+        let rows = q.build().fetch_all(&mut **self).await?;
+        rows.iter()
+            .map(|r| Ok(((r.try_get(1)?, r.try_get(2)?), r.try_get(0)?)))
+            .collect()
+    }
+
+    async fn stored_hashes(&mut self, evs: &[&NewEvent]) -> Result<HashMap<Key, Vec<u8>>> {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "SELECT integration, event_id, body_sha256 FROM inbox_events \
+             WHERE (integration, event_id) IN (",
+        );
+        push_pairs(&mut q, evs, |e| e.event_id.clone());
+        let rows = q.build().fetch_all(&mut **self).await?;
+        rows.iter()
+            .map(|r| Ok(((r.try_get(0)?, r.try_get(1)?), r.try_get(2)?)))
+            .collect()
+    }
+
+    async fn forget_nonces(&mut self, evs: &[&NewEvent]) -> Result<()> {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "DELETE FROM signature_nonces WHERE (integration, digest) IN (",
+        );
+        push_pairs(&mut q, evs, |e| e.verified.signature_digest().to_vec());
+        q.build().execute(&mut **self).await?;
+        Ok(())
+    }
+
+    async fn count_conflict(&mut self, ev: &NewEvent) -> Result<()> {
+        sqlx::query(COUNT_CONFLICT)
+            .bind(&ev.integration)
+            .bind(&ev.event_id)
+            .execute(&mut **self)
+            .await?;
+        Ok(())
+    }
+}
+
+/// `VALUES (?, ?), (?, ?))`: (integration, second value) pairs for a row-value IN list.
+fn push_pairs<V>(q: &mut QueryBuilder<Sqlite>, evs: &[&NewEvent], second: impl Fn(&NewEvent) -> V)
+where
+    V: for<'q> sqlx::Encode<'q, Sqlite> + sqlx::Type<Sqlite>,
+{
+    q.push("VALUES ");
+    let mut list = q.separated(", ");
+    for e in evs {
+        list.push("(")
+            .push_bind_unseparated(e.integration.clone())
+            .push_unseparated(", ")
+            .push_bind_unseparated(second(e))
+            .push_unseparated(")");
+    }
+    q.push(")");
+}

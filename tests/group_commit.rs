@@ -1,0 +1,194 @@
+//! Group commit: concurrent requests share transactions, each still gets the answer it would
+//! have got alone, and a failed batch never answers 2xx.
+
+mod common;
+
+use common::*;
+use futures::future::join_all;
+use hookgate::inbox::{GroupCommitConfig, Inbox};
+use std::time::Duration;
+
+/// A long window so that a burst of concurrent requests reliably lands in shared batches.
+fn batched(inbox: Inbox) -> Harness {
+    let mut h = harness(inbox);
+    h.receiver = h.receiver.with_group_commit(GroupCommitConfig {
+        window: Duration::from_millis(50),
+        max_batch: 16,
+        concurrency: Some(2),
+    });
+    h
+}
+
+/// `hookgate_intake_batch_size` as (transactions, events).
+fn batches(h: &Harness) -> (u64, f64) {
+    let text = h.metrics.encode();
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (
+        value("hookgate_intake_batch_size_count") as u64,
+        value("hookgate_intake_batch_size_sum"),
+    )
+}
+
+async fn counts(h: &Harness) -> (i64, i64) {
+    h.receiver.inbox().counts().await.unwrap()
+}
+
+/// 40 new events at once: all answered as accepted, all stored, in fewer transactions than
+/// events, and no transaction larger than `max_batch`.
+async fn concurrent_events_share_transactions(inbox: Inbox) {
+    let h = batched(inbox);
+    let bodies: Vec<String> = (0..40)
+        .map(|i| stripe_body(&format!("evt_{i}"), "invoice.paid"))
+        .collect();
+    let signed: Vec<_> = bodies
+        .iter()
+        .map(|b| h.sign("t/stripe", b, opts()))
+        .collect();
+    let answers = join_all(
+        signed
+            .iter()
+            .zip(&bodies)
+            .map(|((path, headers), body)| h.post(path, headers, body.clone())),
+    )
+    .await;
+    for a in &answers {
+        assert_eq!((a.status.as_u16(), &a.json), (200, &accepted()));
+    }
+    assert_eq!(counts(&h).await, (40, 40), "40 events, 40 nonces");
+    let (transactions, events) = batches(&h);
+    assert_eq!(events, 40.0);
+    assert!(
+        (3..40).contains(&transactions),
+        "40 events in {transactions} transactions: expected shared transactions of at most 16"
+    );
+}
+
+/// One burst holding a new event, its provider retry (same body, new signature), a different body
+/// under the same id, and two byte-identical copies of another request: exactly one row per id,
+/// one conflict counted, and only stored events keep their signature digest.
+async fn mixed_burst_gets_one_by_one_answers(inbox: Inbox) {
+    let h = batched(inbox);
+    let a = stripe_body("evt_a", "invoice.paid");
+    let a_changed = stripe_body("evt_a", "invoice.payment_failed");
+    let b = stripe_body("evt_b", "invoice.paid");
+    let at = |ts: i64| hookgate::send::SendOptions {
+        timestamp: Some(t0().timestamp() - ts),
+        ..opts()
+    };
+    let requests = [
+        (h.sign("t/stripe", &a, at(0)), a.clone()),
+        (h.sign("t/stripe", &a, at(1)), a.clone()),
+        (h.sign("t/stripe", &a_changed, at(2)), a_changed.clone()),
+        (h.sign("t/stripe", &b, at(0)), b.clone()),
+        (h.sign("t/stripe", &b, at(0)), b.clone()),
+    ];
+    let answers = join_all(
+        requests
+            .iter()
+            .map(|((path, headers), body)| h.post(path, headers, body.clone())),
+    )
+    .await;
+    assert!(answers.iter().all(|a| a.status == 200), "all answered 200");
+    let fresh = answers.iter().filter(|a| a.json == accepted()).count();
+    let dups = answers.iter().filter(|a| a.json == duplicate()).count();
+    assert_eq!((fresh, dups), (2, 3), "one new answer per event id");
+    let (_, events) = batches(&h);
+    assert_eq!(events, 5.0);
+
+    let rows = h.receiver.inbox().list(&Default::default()).await.unwrap();
+    let mut ids: Vec<&str> = rows.iter().map(|r| r.event_id.as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, ["evt_a", "evt_b"]);
+    // Whichever evt_a variant was first, exactly one of the other two differs from it.
+    let conflicts: i64 = rows.iter().map(|r| r.dedupe_conflicts).sum();
+    assert_eq!(conflicts, 1);
+    assert_eq!(counts(&h).await, (2, 2), "duplicates leave no nonce behind");
+}
+
+/// The server refuses some rows (a trigger here, standing in for any per-row failure): those
+/// requests get 503 and leave nothing, and the rows batched with them are still stored and 200.
+async fn refused_rows_fail_alone_and_never_answer_2xx(inbox: Inbox) {
+    on!(&inbox, pool => {
+        for sql in poison_trigger(&inbox) {
+            sqlx::raw_sql(sql).execute(pool).await.unwrap();
+        }
+    });
+    let h = batched(inbox);
+    let bodies: Vec<String> = (0..24)
+        .map(|i| {
+            let id = if i % 6 == 0 { "bad" } else { "evt" };
+            stripe_body(&format!("{id}_{i}"), "invoice.paid")
+        })
+        .collect();
+    let signed: Vec<_> = bodies
+        .iter()
+        .map(|b| h.sign("t/stripe", b, opts()))
+        .collect();
+    let answers = join_all(
+        signed
+            .iter()
+            .zip(&bodies)
+            .map(|((path, headers), body)| h.post(path, headers, body.clone())),
+    )
+    .await;
+    for (body, a) in bodies.iter().zip(&answers) {
+        if body.contains("\"bad_") {
+            assert_eq!(
+                (a.status.as_u16(), &a.json),
+                (503, &error("inbox_unavailable"))
+            );
+        } else {
+            assert_eq!((a.status.as_u16(), &a.json), (200, &accepted()));
+        }
+    }
+    assert_eq!(
+        counts(&h).await,
+        (20, 20),
+        "only the 20 good events and their nonces"
+    );
+    let (transactions, _) = batches(&h);
+    assert!(
+        transactions < 24,
+        "the burst was batched ({transactions} transactions)"
+    );
+}
+
+fn poison_trigger(inbox: &Inbox) -> Vec<&'static str> {
+    match inbox {
+        Inbox::Postgres(_) => vec![
+            "CREATE FUNCTION refuse_bad() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+             IF NEW.event_id LIKE 'bad%' THEN RAISE EXCEPTION 'refused'; END IF; RETURN NEW; END $$",
+            "CREATE TRIGGER refuse_bad BEFORE INSERT ON inbox_events FOR EACH ROW EXECUTE FUNCTION refuse_bad()",
+        ],
+        Inbox::Sqlite(_) => vec![
+            "CREATE TRIGGER refuse_bad BEFORE INSERT ON inbox_events WHEN NEW.event_id LIKE 'bad%' \
+             BEGIN SELECT RAISE(ABORT, 'refused'); END",
+        ],
+    }
+}
+
+on_both_backends!(
+    concurrent_events_share_transactions,
+    mixed_burst_gets_one_by_one_answers,
+    refused_rows_fail_alone_and_never_answer_2xx,
+);
+
+/// A lone request on an idle receiver does not wait for the window: a 10 s window must not show.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn lone_request_commits_without_waiting_for_the_window(pool: sqlx::PgPool) {
+    let mut h = harness(Inbox::Postgres(pool));
+    h.receiver = h.receiver.with_group_commit(GroupCommitConfig {
+        window: Duration::from_secs(10),
+        max_batch: 64,
+        concurrency: Some(4),
+    });
+    let body = stripe_body("evt_alone", "invoice.paid");
+    let reply = tokio::time::timeout(Duration::from_secs(5), h.send("t/stripe", &body, opts()))
+        .await
+        .expect("answered long before the 10 s window");
+    assert_eq!(reply.json, accepted());
+}
