@@ -58,6 +58,8 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::dlq::DlqCommand,
     },
+    /// Measure intake, duplicates, delivery and verification against plain PostgreSQL inserts.
+    Bench(crate::bench::BenchArgs),
     /// Apply database migrations and exit.
     Migrate {
         #[arg(long, env = "HOOKGATE_DATABASE_URL", default_value = DEFAULT_DB)]
@@ -376,6 +378,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Dlq { command } => crate::dlq::run(command).await,
+        Command::Bench(a) => crate::bench::run(a).await,
         Command::Migrate { database_url } => {
             Inbox::connect(&database_url).await?.migrate().await?;
             eprintln!("migrations applied");

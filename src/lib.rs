@@ -3,6 +3,7 @@
 //! freshness, dedupe, commit to a durable inbox, and only then answer 2xx.
 
 pub mod admin;
+pub mod bench;
 pub mod cli;
 pub mod controller;
 pub mod crd;

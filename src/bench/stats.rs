@@ -1,0 +1,248 @@
+//! What a phase measured, and the report that puts the phases side by side.
+
+use super::BenchArgs;
+use serde_json::{Value, json};
+use std::fmt::Write;
+use std::time::Duration;
+
+/// One phase: how many operations in how long, and each one's latency.
+#[derive(Debug, Clone, Default)]
+pub struct Run {
+    pub count: usize,
+    pub elapsed: Duration,
+    /// Sorted on first use by the percentile helpers.
+    pub latencies: Vec<Duration>,
+}
+
+impl Run {
+    pub fn rate(&self) -> f64 {
+        self.count as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    fn percentile(&self, p: f64) -> Duration {
+        let mut v = self.latencies.clone();
+        if v.is_empty() {
+            return Duration::ZERO;
+        }
+        v.sort_unstable();
+        let i = ((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1;
+        v[i]
+    }
+
+    pub fn p50_ms(&self) -> f64 {
+        self.percentile(0.50).as_secs_f64() * 1e3
+    }
+
+    pub fn p99_ms(&self) -> f64 {
+        self.percentile(0.99).as_secs_f64() * 1e3
+    }
+}
+
+/// A row of the figures table.
+pub struct Row {
+    name: String,
+    rate: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    per_op: bool,
+    /// False when only the rate was measured (worker delivery).
+    has_latency: bool,
+}
+
+impl Row {
+    pub fn throughput(name: &str, run: &Run) -> Self {
+        Self {
+            name: name.into(),
+            rate: run.rate(),
+            p50_ms: run.p50_ms(),
+            p99_ms: run.p99_ms(),
+            per_op: false,
+            has_latency: !run.latencies.is_empty(),
+        }
+    }
+
+    /// A CPU-bound loop: the rate is operations per second of one core.
+    pub fn per_op(name: &str, run: &Run) -> Self {
+        Self {
+            per_op: true,
+            ..Self::throughput(name, run)
+        }
+    }
+}
+
+/// A figure checked against its target.
+struct Check {
+    name: String,
+    value: f64,
+    target: f64,
+    at_least: bool,
+}
+
+impl Check {
+    fn holds(&self) -> bool {
+        if self.at_least {
+            self.value >= self.target
+        } else {
+            self.value <= self.target
+        }
+    }
+}
+
+pub struct Report {
+    setup: Value,
+    rows: Vec<Row>,
+    checks: Vec<Check>,
+}
+
+impl Report {
+    pub fn new(args: &BenchArgs) -> Self {
+        Self {
+            setup: json!({
+                "events": args.events,
+                "concurrency": args.concurrency,
+                "body_bytes": args.body_bytes,
+                "worker_concurrency": args.worker_concurrency,
+                "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+                "version": env!("CARGO_PKG_VERSION"),
+                "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
+            }),
+            rows: Vec::new(),
+            checks: Vec::new(),
+        }
+    }
+
+    pub fn push(&mut self, row: Row) {
+        self.rows.push(row);
+    }
+
+    /// A ratio that must reach `target`.
+    pub fn ratio(&mut self, name: &str, value: f64, target: f64) {
+        self.check(name, value, target, true);
+    }
+
+    /// A ratio that must stay at or under `target`.
+    pub fn ratio_max(&mut self, name: &str, value: f64, target: f64) {
+        self.check(name, value, target, false);
+    }
+
+    /// A figure that must stay at or under `target`.
+    pub fn limit(&mut self, name: &str, value: f64, target: f64) {
+        self.check(name, value, target, false);
+    }
+
+    /// A figure that must reach `target`.
+    pub fn limit_min(&mut self, name: &str, value: f64, target: f64) {
+        self.check(name, value, target, true);
+    }
+
+    fn check(&mut self, name: &str, value: f64, target: f64, at_least: bool) {
+        self.checks.push(Check {
+            name: name.into(),
+            value,
+            target,
+            at_least,
+        });
+    }
+
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "hookgate bench: {}", self.setup);
+        let _ = writeln!(
+            out,
+            "\n{:<44} {:>12} {:>10} {:>10}",
+            "phase", "ops/s", "p50", "p99"
+        );
+        for r in &self.rows {
+            let (p50, p99) = if !r.has_latency {
+                ("-".into(), "-".into())
+            } else if r.per_op {
+                (
+                    format!("{:.2}µs", r.p50_ms * 1e3),
+                    format!("{:.2}µs", r.p99_ms * 1e3),
+                )
+            } else {
+                (format!("{:.2}ms", r.p50_ms), format!("{:.2}ms", r.p99_ms))
+            };
+            let _ = writeln!(
+                out,
+                "{:<44} {:>12.0} {:>10} {:>10}",
+                r.name, r.rate, p50, p99
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\n{:<44} {:>10} {:>10}  result",
+            "check", "value", "target"
+        );
+        for c in &self.checks {
+            let op = if c.at_least { ">=" } else { "<=" };
+            let verdict = if c.holds() { "ok" } else { "MISSED" };
+            let _ = writeln!(
+                out,
+                "{:<44} {:>10.2} {:>3}{:>7.2}  {verdict}",
+                c.name, c.value, op, c.target
+            );
+        }
+        let missed = self.checks.iter().filter(|c| !c.holds()).count();
+        let _ = writeln!(
+            out,
+            "\n{} of {} targets held",
+            self.checks.len() - missed,
+            self.checks.len()
+        );
+        out
+    }
+
+    pub fn json(&self) -> String {
+        let rows: Vec<Value> = self
+            .rows
+            .iter()
+            .map(|r| json!({"phase": r.name, "ops_per_s": r.rate, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms}))
+            .collect();
+        let checks: Vec<Value> = self
+            .checks
+            .iter()
+            .map(|c| json!({"check": c.name, "value": c.value, "target": c.target, "at_least": c.at_least, "holds": c.holds()}))
+            .collect();
+        serde_json::to_string_pretty(
+            &json!({"setup": self.setup, "phases": rows, "checks": checks}),
+        )
+        .expect("plain JSON")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        let run = Run {
+            count: 100,
+            elapsed: Duration::from_secs(2),
+            latencies: (1..=100).rev().map(Duration::from_millis).collect(),
+        };
+        assert_eq!(run.rate(), 50.0);
+        assert_eq!(run.p50_ms(), 50.0);
+        assert_eq!(run.p99_ms(), 99.0);
+        let one = Run {
+            latencies: vec![Duration::from_millis(7)],
+            ..Run::default()
+        };
+        assert_eq!((one.p50_ms(), one.p99_ms()), (7.0, 7.0));
+    }
+
+    #[test]
+    fn checks_compare_in_their_direction() {
+        let c = |value, target, at_least| Check {
+            name: "x".into(),
+            value,
+            target,
+            at_least,
+        };
+        assert!(c(1.5, 1.5, true).holds());
+        assert!(!c(1.49, 1.5, true).holds());
+        assert!(c(5.0, 5.0, false).holds());
+        assert!(!c(5.01, 5.0, false).holds());
+    }
+}

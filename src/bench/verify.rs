@@ -1,0 +1,187 @@
+//! Verification cost: hookgate's whole `Verifier::verify` (header parsing, key selection,
+//! constant-time compare, signature digest) against the bare primitive on the same bytes.
+
+use super::stats::Run;
+use crate::receiver::verify::{Scheme, SignInput, SigningKey, Unverified, Verifier};
+use anyhow::Context;
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use base64::Engine;
+use sha2::Digest;
+use std::hint::black_box;
+use std::time::Instant;
+
+pub struct Case {
+    pub name: String,
+    pub hookgate: Run,
+    pub baseline_name: String,
+    pub baseline: Run,
+    pub ratio_name: String,
+    pub target: f64,
+}
+
+impl Case {
+    /// Median time per operation, hookgate over baseline.
+    pub fn ratio(&self) -> f64 {
+        self.hookgate.p50_ms() / self.baseline.p50_ms()
+    }
+}
+
+const ROUNDS: usize = 21;
+
+/// Runs `a` and `b` in alternating rounds (so drift in the machine hits both alike); each
+/// round's time per operation is one latency sample.
+fn alternate(iters: usize, mut a: impl FnMut() -> bool, mut b: impl FnMut() -> bool) -> (Run, Run) {
+    let (mut ra, mut rb) = (Run::default(), Run::default());
+    for _ in 0..ROUNDS {
+        for (f, run) in [
+            (&mut a as &mut dyn FnMut() -> bool, &mut ra),
+            (&mut b, &mut rb),
+        ] {
+            let t = Instant::now();
+            for _ in 0..iters {
+                assert!(black_box(f()), "a benchmarked verification failed");
+            }
+            let took = t.elapsed();
+            run.count += iters;
+            run.elapsed += took;
+            run.latencies.push(took / iters as u32);
+        }
+    }
+    (ra, rb)
+}
+
+fn headers(pairs: Vec<(String, String)>) -> anyhow::Result<HeaderMap> {
+    let mut h = HeaderMap::new();
+    for (k, v) in pairs {
+        h.insert(HeaderName::try_from(k)?, HeaderValue::try_from(v)?);
+    }
+    Ok(h)
+}
+
+fn body(len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| b"abcdefghijklmnopqrstuvwxyz{}:,\"0123456789"[i % 41])
+        .collect()
+}
+
+fn stripe(len: usize, iters: usize) -> anyhow::Result<Case> {
+    let secret = b"whsec_bench_only_0123456789abcdef".to_vec();
+    let scheme = Scheme::Stripe;
+    let key = scheme.parse_key(&secret).map_err(anyhow::Error::msg)?;
+    let verifier = Verifier::new(
+        scheme.clone(),
+        vec![crate::receiver::verify::Key {
+            id: "v1".into(),
+            material: key,
+            not_after: None,
+        }],
+    );
+    let body = body(len);
+    let now = chrono::Utc::now();
+    let input = SignInput {
+        key_id: "v1",
+        timestamp: now.timestamp(),
+        event_id: "evt_1",
+        event_type: None,
+        body: &body,
+    };
+    let h = headers(
+        scheme
+            .sign(&SigningKey::Hmac(secret), &input)
+            .map_err(anyhow::Error::msg)?,
+    )?;
+    let req = Unverified {
+        headers: &h,
+        body: &body,
+    };
+    let (ours, raw) = alternate(
+        iters,
+        || verifier.verify(black_box(req), now).is_ok(),
+        || {
+            black_box(sha2::Sha256::digest(black_box(&body[..])));
+            true
+        },
+    );
+    let kib = len / 1024;
+    Ok(Case {
+        name: format!("verify HMAC-SHA256 (Stripe), {kib} KiB"),
+        hookgate: ours,
+        baseline_name: format!("raw SHA-256 of the same {kib} KiB"),
+        baseline: raw,
+        ratio_name: format!("HMAC verify / raw SHA-256, {kib} KiB"),
+        target: 1.2,
+    })
+}
+
+fn ed25519(len: usize, iters: usize) -> anyhow::Result<Case> {
+    let private = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+    let public = private.verifying_key();
+    let yaml = format!(
+        r#"apiVersion: v1
+kind: Secret
+metadata: {{name: k, namespace: bench}}
+stringData:
+  v1: {}
+---
+apiVersion: hookgate.dev/v1alpha1
+kind: WebhookIntegration
+metadata: {{name: partner, namespace: bench}}
+spec:
+  scheme: {{type: ed25519, signatureHeader: X-Signature, timestampHeader: X-Timestamp, signedPayload: "{{timestamp}}.{{body}}", encoding: base64}}
+  keys: [{{id: v1, secretRef: {{name: k, key: v1}}}}]
+  delivery: {{url: "http://127.0.0.1:1/"}}
+"#,
+        base64::engine::general_purpose::STANDARD.encode(public.to_bytes())
+    );
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("ed25519.yaml");
+    std::fs::write(&path, yaml)?;
+    let table = crate::manifest::load(&[path])?.route_table()?;
+    let route = table.iter().next().context("ed25519 route compiled")?;
+    let body = body(len);
+    let now = chrono::Utc::now();
+    let input = SignInput {
+        key_id: "v1",
+        timestamp: now.timestamp(),
+        event_id: "evt_1",
+        event_type: None,
+        body: &body,
+    };
+    let signing = SigningKey::Ed25519(private.clone());
+    let h = headers(
+        route
+            .verifier
+            .scheme()
+            .sign(&signing, &input)
+            .map_err(anyhow::Error::msg)?,
+    )?;
+    let message = [format!("{}.", now.timestamp()).as_bytes(), &body[..]].concat();
+    let sig = ed25519_dalek::Signer::sign(&private, &message);
+    let req = Unverified {
+        headers: &h,
+        body: &body,
+    };
+    let (ours, raw) = alternate(
+        iters,
+        || route.verifier.verify(black_box(req), now).is_ok(),
+        || public.verify_strict(black_box(&message), &sig).is_ok(),
+    );
+    Ok(Case {
+        name: format!("verify Ed25519, {} KiB", len / 1024),
+        hookgate: ours,
+        baseline_name: "ed25519-dalek verify_strict, same message".into(),
+        baseline: raw,
+        ratio_name: "Ed25519 verify / ed25519-dalek".into(),
+        target: 1.1,
+    })
+}
+
+pub fn run() -> anyhow::Result<Vec<Case>> {
+    // Sized so each case takes about a second on a 2-core machine in a release build.
+    let scale = if cfg!(debug_assertions) { 10 } else { 1 };
+    Ok(vec![
+        stripe(1024, 20_000 / scale)?,
+        stripe(16 * 1024, 2_000 / scale)?,
+        ed25519(1024, 1_000 / scale)?,
+    ])
+}
