@@ -303,8 +303,14 @@ async fn store_failure_is_503_and_nothing_half_written(pool: PgPool) {
     .await
     .unwrap();
     let h = harness(Inbox::Postgres(pool.clone()));
-    let body = stripe_body("evt_down", "invoice.paid");
-    let (path, headers) = h.sign("t/stripe", &body, opts());
+    // GitHub ids are unsigned, so the signature digest is written before the event fails.
+    let body = r#"{"ref":"refs/heads/down"}"#.to_string();
+    let sent = hookgate::send::SendOptions {
+        event_id: Some("delivery-down".into()),
+        event_type: Some("push".into()),
+        ..opts()
+    };
+    let (path, headers) = h.sign("t/github", &body, sent);
     let r = h.post(&path, &headers, body.clone()).await;
     assert_eq!(
         (r.status, r.json),

@@ -43,12 +43,51 @@ pub struct BenchArgs {
     /// Also write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+    /// Divides the verification loops' iterations (for profiling under callgrind).
+    #[arg(long, default_value_t = 1, hide = true)]
+    pub verify_divisor: usize,
+    /// Run only these phases (comma-separated); the ratios need baselines and intake together.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Phase::ALL)]
+    pub only: Vec<Phase>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Plain PostgreSQL inserts: 1 and 50 rows per transaction.
+    Baselines,
+    /// The receiver: max rate, duplicates, half-rate latency, memory.
+    Intake,
+    /// Workers delivering everything pending to a local sink.
+    Delivery,
+    /// The verifier against the bare primitives.
+    Verify,
+}
+
+impl Phase {
+    const ALL: [Phase; 4] = [
+        Phase::Baselines,
+        Phase::Intake,
+        Phase::Delivery,
+        Phase::Verify,
+    ];
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use clap::ValueEnum;
+        f.write_str(
+            self.to_possible_value()
+                .expect("no skipped variants")
+                .get_name(),
+        )
+    }
 }
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.events >= 100, "--events must be at least 100");
     anyhow::ensure!(args.concurrency >= 1, "--concurrency must be at least 1");
     anyhow::ensure!(args.body_bytes >= 128, "--body-bytes must be at least 128");
+    let phase = |p: Phase| args.only.contains(&p);
     let mut report = Report::new(&args);
     let env = setup::Env::create(&args).await?;
     eprintln!(
@@ -58,20 +97,72 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         args.body_bytes,
         args.concurrency
     );
-
     let rows = env.rows(0, args.events);
-    eprintln!("bench: baseline A (one row per transaction)");
-    env.reset().await?;
-    let a = sql::per_row(&env.pool, &rows, args.concurrency).await?;
-    report.push(Row::throughput("baseline A: 1 row/transaction", &a));
-    eprintln!("bench: baseline B (50 rows per transaction)");
-    env.reset().await?;
-    let b = sql::batched(&env.pool, &rows, args.concurrency, 50).await?;
-    report.push(Row::throughput("baseline B: 50 rows/transaction", &b));
+
+    let mut baselines = None;
+    if phase(Phase::Baselines) {
+        eprintln!("bench: baseline A (one row per transaction)");
+        env.reset().await?;
+        let a = sql::per_row(&env.pool, &rows, args.concurrency).await?;
+        report.push(Row::throughput("baseline A: 1 row/transaction", &a));
+        eprintln!("bench: baseline B (50 rows per transaction)");
+        env.reset().await?;
+        let b = sql::batched(&env.pool, &rows, args.concurrency, 50).await?;
+        report.push(Row::throughput("baseline B: 50 rows/transaction", &b));
+        baselines = Some((a.rate(), b.rate()));
+    }
 
     env.reset().await?;
     let sink = load::Sink::start().await?;
     env.write_manifests(sink.url())?;
+    if phase(Phase::Intake) {
+        intake(&args, &env, baselines, &mut report).await?;
+    } else if phase(Phase::Delivery) {
+        // Delivery on its own: pending rows written straight to the inbox.
+        sql::batched(&env.pool, &rows, args.concurrency, 50).await?;
+    }
+
+    if phase(Phase::Delivery) {
+        let pending = env.pending().await?;
+        eprintln!("bench: worker delivery of {pending} events to a local sink");
+        let workers = env.spawn_workers(args.worker_concurrency)?;
+        let delivered = sink
+            .wait_for(pending as usize, Duration::from_secs(120))
+            .await
+            .context("worker delivery")?;
+        workers.stop();
+        report.push(Row::throughput(
+            "worker delivery to a local sink",
+            &delivered,
+        ));
+        report.limit_min("worker delivery (events/s)", delivered.rate(), 5000.0);
+    }
+
+    if phase(Phase::Verify) {
+        eprintln!("bench: verification");
+        for v in verify::run(args.verify_divisor.max(1))? {
+            report.push(Row::per_op(&v.name, &v.hookgate));
+            report.push(Row::per_op(&v.baseline_name, &v.baseline));
+            report.ratio_max(&v.ratio_name, v.ratio(), v.target);
+        }
+    }
+
+    env.drop_database().await?;
+    print!("{}", report.text());
+    if let Some(path) = &args.json {
+        std::fs::write(path, report.json())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The receiver as a child process: max rate, duplicates, half-rate latency and its memory.
+async fn intake(
+    args: &BenchArgs,
+    env: &setup::Env,
+    baselines: Option<(f64, f64)>,
+    report: &mut Report,
+) -> anyhow::Result<()> {
     let receiver = env.spawn_receiver()?;
     receiver.wait_ready().await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -81,14 +172,16 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let requests = env.signed_requests(0, args.events)?;
     let warmup = env.signed_requests(10 * args.events, 1000)?;
     load::closed_loop(receiver.addr, &warmup, args.concurrency).await?;
-    let intake = load::closed_loop(receiver.addr, &requests, args.concurrency).await?;
-    intake.expect_all(200, false, "intake")?;
+    let max = load::closed_loop(receiver.addr, &requests, args.concurrency).await?;
+    max.expect_all(200, false, "intake")?;
     report.push(Row::throughput(
         "hookgate intake (HTTP, verify, commit)",
-        &intake.run,
+        &max.run,
     ));
-    report.ratio("intake / baseline A", intake.run.rate() / a.rate(), 1.5);
-    report.ratio("intake / baseline B", intake.run.rate() / b.rate(), 0.5);
+    if let Some((a, b)) = baselines {
+        report.ratio("intake / baseline A", max.run.rate() / a, 1.5);
+        report.ratio("intake / baseline B", max.run.rate() / b, 0.5);
+    }
 
     eprintln!("bench: duplicates");
     let dups = load::closed_loop(receiver.addr, &requests, args.concurrency).await?;
@@ -99,7 +192,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     ));
     report.limit("duplicate p99 (ms)", dups.run.p99_ms(), 5.0);
 
-    let half = intake.run.rate() / 2.0;
+    let half = max.run.rate() / 2.0;
     let n = ((half * args.latency_run.as_secs_f64()) as usize).max(100);
     eprintln!("bench: intake at half the maximum rate ({half:.0}/s) for {n} events");
     let paced = env.signed_requests(20 * args.events, n)?;
@@ -118,33 +211,5 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         150.0,
     );
     receiver.stop();
-
-    let pending = env.pending().await?;
-    eprintln!("bench: worker delivery of {pending} events to a local sink");
-    let workers = env.spawn_workers(args.worker_concurrency)?;
-    let delivered = sink
-        .wait_for(pending as usize, Duration::from_secs(120))
-        .await
-        .context("worker delivery")?;
-    workers.stop();
-    report.push(Row::throughput(
-        "worker delivery to a local sink",
-        &delivered,
-    ));
-    report.limit_min("worker delivery (events/s)", delivered.rate(), 5000.0);
-
-    eprintln!("bench: verification");
-    for v in verify::run()? {
-        report.push(Row::per_op(&v.name, &v.hookgate));
-        report.push(Row::per_op(&v.baseline_name, &v.baseline));
-        report.ratio_max(&v.ratio_name, v.ratio(), v.target);
-    }
-
-    env.drop_database().await?;
-    print!("{}", report.text());
-    if let Some(path) = &args.json {
-        std::fs::write(path, report.json())
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
     Ok(())
 }

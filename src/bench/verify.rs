@@ -176,9 +176,9 @@ spec:
     })
 }
 
-pub fn run() -> anyhow::Result<Vec<Case>> {
-    // Sized so each case takes about a second on a 2-core machine in a release build.
-    let scale = if cfg!(debug_assertions) { 10 } else { 1 };
+/// Sized so each case takes about a second in a release build; `divisor` shrinks them further.
+pub fn run(divisor: usize) -> anyhow::Result<Vec<Case>> {
+    let scale = divisor * if cfg!(debug_assertions) { 10 } else { 1 };
     Ok(vec![
         stripe(1024, 20_000 / scale)?,
         stripe(16 * 1024, 2_000 / scale)?,

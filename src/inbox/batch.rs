@@ -58,27 +58,32 @@ async fn run<T: BatchTx>(tx: &mut T, events: &[NewEvent]) -> Result<Vec<InsertOu
         .max()
         .expect("not empty");
 
-    // 1. Signatures: a digest repeated inside the batch is a replay of its first copy.
+    // 1. Signatures, for events whose id is not signed: a digest repeated inside the batch is a
+    //    replay of its first copy, and a digest still remembered from earlier is a replay.
     let mut seen = HashSet::new();
-    let signed: Vec<usize> = (0..events.len())
-        .filter(|&i| {
-            let ev = &events[i];
-            let first = seen.insert((ev.integration.as_str(), ev.verified.signature_digest()));
-            if !first {
-                out[i] = Some(InsertOutcome::Replay);
-            }
-            first
-        })
-        .collect();
-    let refs: Vec<&NewEvent> = signed.iter().map(|&i| &events[i]).collect();
-    let fresh = tx.claim_nonces(&refs, now).await?;
-    let mut live = Vec::with_capacity(signed.len());
-    for (&i, fresh) in signed.iter().zip(fresh) {
-        if fresh {
+    let mut live = Vec::with_capacity(events.len());
+    let mut signed = Vec::new();
+    for (i, ev) in events.iter().enumerate() {
+        if !ev.needs_nonce {
             live.push(i);
+        } else if seen.insert((ev.integration.as_str(), ev.verified.signature_digest())) {
+            signed.push(i);
         } else {
             out[i] = Some(InsertOutcome::Replay);
         }
+    }
+    if !signed.is_empty() {
+        let refs: Vec<&NewEvent> = signed.iter().map(|&i| &events[i]).collect();
+        let fresh = tx.claim_nonces(&refs, now).await?;
+        for (&i, fresh) in signed.iter().zip(fresh) {
+            if fresh {
+                live.push(i);
+            } else {
+                out[i] = Some(InsertOutcome::Replay);
+            }
+        }
+        // Keep arrival order: it decides which copy of an event id is "first".
+        live.sort_unstable();
     }
 
     // 2. Events: the first of each (integration, event id) is inserted; later ones compare with it.
@@ -119,7 +124,10 @@ async fn run<T: BatchTx>(tx: &mut T, events: &[NewEvent]) -> Result<Vec<InsertOu
             InsertOutcome::Conflict
         });
     }
-    tx.forget_nonces(&refs).await?;
+    let remembered: Vec<&NewEvent> = refs.into_iter().filter(|e| e.needs_nonce).collect();
+    if !remembered.is_empty() {
+        tx.forget_nonces(&remembered).await?;
+    }
     Ok(out.into_iter().map(|o| o.expect("decided")).collect())
 }
 

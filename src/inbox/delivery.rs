@@ -53,19 +53,25 @@ pub struct Attempt {
     pub error: Option<String>,
 }
 
-/// Leases due rows and rows whose lease expired. Postgres adds `FOR UPDATE SKIP LOCKED` so
-/// concurrent workers skip each other's rows; SQLite has one writer at a time, so the single
-/// UPDATE statement is already atomic there.
+/// Leases rows whose lease expired, then due rows. Each half walks its own partial index in
+/// order and stops at the limit, so a claim costs the same with 40 or 40 million rows waiting (one
+/// `OR` across both conditions made PostgreSQL scan and sort the whole table on every claim).
+/// Postgres adds `FOR UPDATE SKIP LOCKED` so concurrent workers skip each other's rows; SQLite has
+/// one writer at a time, so the single UPDATE statement is already atomic there.
 macro_rules! claim_sql {
     ($lock:literal) => {
         concat!(
-            "UPDATE inbox_events SET status = 'processing', locked_until = $1, attempts = attempts + 1 ",
-            "WHERE id IN (SELECT id FROM inbox_events ",
-            "WHERE (status IN ('pending', 'retry') AND next_attempt_at <= $2) ",
-            "OR (status = 'processing' AND locked_until <= $2) ",
+            "WITH expired AS (SELECT id FROM inbox_events ",
+            "WHERE status = 'processing' AND locked_until <= $2 ",
+            "ORDER BY locked_until LIMIT $3",
+            $lock,
+            "), due AS (SELECT id FROM inbox_events ",
+            "WHERE status IN ('pending', 'retry') AND next_attempt_at <= $2 ",
             "ORDER BY next_attempt_at LIMIT $3",
             $lock,
-            ") RETURNING id, integration, event_id, event_type, headers, content_type, body, ",
+            ") UPDATE inbox_events SET status = 'processing', locked_until = $1, attempts = attempts + 1 ",
+            "WHERE id IN (SELECT id FROM (SELECT id FROM expired UNION ALL SELECT id FROM due) AS c LIMIT $3) ",
+            "RETURNING id, integration, event_id, event_type, headers, content_type, body, ",
             "attempts, received_at, signed_at"
         )
     };

@@ -69,6 +69,9 @@ pub struct NewEvent {
     pub(super) status: Status,
     pub(super) received_at: DateTime<Utc>,
     pub(super) nonce_expires_at: DateTime<Utc>,
+    /// Whether the signature digest must be remembered: only when the event id is not covered by
+    /// the signature. A signed id already turns every re-sent capture into a duplicate.
+    pub(super) needs_nonce: bool,
 }
 
 impl NewEvent {
@@ -85,8 +88,10 @@ impl NewEvent {
         ignored: bool,
         received_at: DateTime<Utc>,
         nonce_retention: std::time::Duration,
+        id_signed: bool,
     ) -> Self {
         use sha2::Digest;
+        let needs_nonce = !id_signed && verified.signed_id() != Some(event_id.as_str());
         let retention =
             chrono::Duration::from_std(nonce_retention).unwrap_or(chrono::Duration::days(1));
         Self {
@@ -106,6 +111,7 @@ impl NewEvent {
             },
             received_at,
             nonce_expires_at: received_at + retention,
+            needs_nonce,
         }
     }
 }
@@ -119,6 +125,9 @@ impl NewEvent {
     }
     pub fn key_id(&self) -> &str {
         self.verified.key_id()
+    }
+    pub fn needs_nonce(&self) -> bool {
+        self.needs_nonce
     }
 }
 

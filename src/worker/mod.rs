@@ -136,7 +136,10 @@ impl Worker {
         loop {
             while tasks.try_join_next().is_some() {}
             let free = permits.available_permits();
-            if free == 0 {
+            // Claim in batches: while deliveries are running, wait until a quarter of the slots
+            // are free, so that a busy worker spends one claim commit on several events rather
+            // than one per event. An idle worker (all slots free) claims at once.
+            if free == 0 || (free < cfg.concurrency && free < cfg.concurrency.div_ceil(4)) {
                 tokio::select! {
                     _ = &mut shutdown => break,
                     _ = tasks.join_next() => continue,

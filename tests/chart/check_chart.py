@@ -303,6 +303,10 @@ def check_roles(objs, label, db_secret, db_key):
             recv["args"][:3] == ["receiver", "--namespace", "$(POD_NAMESPACE)"]
             and "--listen" in recv["args"] and "0.0.0.0:8080" in recv["args"]
             and "--admin-listen" in recv["args"] and "0.0.0.0:9090" in recv["args"], recv["args"])
+    R.check(f"{label}: receiver group commit defaults",
+            recv["args"][recv["args"].index("--commit-window") + 1] == "2ms"
+            and recv["args"][recv["args"].index("--commit-batch") + 1] == "64"
+            and recv["args"][recv["args"].index("--commit-concurrency") + 1] == "4", recv["args"])
     R.check(f"{label}: worker args",
             work["args"][:3] == ["worker", "--namespace", "$(POD_NAMESPACE)"]
             and work["args"][work["args"].index("--admin-listen") + 1] == "0.0.0.0:9091",
@@ -610,6 +614,8 @@ def scenario_failures(helm, chart):
          "replcas"),
         ("a wrong type fails (schema)", ["--set", "worker.concurrency=many", "--set", f"database.url={DB_URL}"],
          "concurrency"),
+        ("a group-commit batch over 1000 fails (schema)",
+         ["--set", "receiver.groupCommit.maxBatch=5000", "--set", f"database.url={DB_URL}"], "maxBatch"),
         ("an unknown log format fails (schema)", ["--set", "logFormat=xml", "--set", f"database.url={DB_URL}"],
          "logFormat"),
         ("a malformed duration fails (schema)", ["--set", "worker.lease=soon", "--set", f"database.url={DB_URL}"],

@@ -177,6 +177,8 @@ impl GenericScheme {
             prefix,
             suffix,
             candidates: Vec::new(),
+            signed_id: (self.event_id_header.is_some() && self.template.uses_event_id())
+                .then(|| event_id.to_string()),
         };
         Ok((env, signature))
     }

@@ -25,6 +25,7 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
         prefix: Vec::new(),
         suffix: Vec::new(),
         candidates,
+        signed_id: None,
     })
 }
 

@@ -40,6 +40,7 @@ pub struct Unverified<'a> {
 #[derive(Debug, Clone)]
 pub struct Verified {
     key_id: String,
+    signed_id: Option<String>,
     timestamp: Option<i64>,
     signature_digest: [u8; 32],
 }
@@ -56,6 +57,10 @@ impl Verified {
     /// SHA-256 of the matching signature bytes: the replay nonce.
     pub fn signature_digest(&self) -> &[u8; 32] {
         &self.signature_digest
+    }
+    /// The event id header value the signature covers, when the scheme signs one.
+    pub fn signed_id(&self) -> Option<&str> {
+        self.signed_id.as_deref()
     }
 }
 
@@ -92,6 +97,9 @@ pub struct Envelope {
     pub prefix: Vec<u8>,
     pub suffix: Vec<u8>,
     pub candidates: Vec<Candidate>,
+    /// An event id header value that is part of the signed message (Standard Webhooks, a
+    /// generic `signedPayload` with `{event_id}`).
+    pub signed_id: Option<String>,
 }
 
 /// Everything a scheme's signer needs to produce the provider's headers.
@@ -261,6 +269,7 @@ impl Verifier {
             if let Some(sig) = matching_candidate(key, keyed, &env, req.body, &mut message) {
                 return Ok(Verified {
                     key_id: key.id.clone(),
+                    signed_id: env.signed_id,
                     timestamp: env.timestamp,
                     signature_digest: Sha256::digest(&sig).into(),
                 });

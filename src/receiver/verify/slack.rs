@@ -31,6 +31,7 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
         prefix: format!("v0:{ts}:").into_bytes(),
         suffix: Vec::new(),
         candidates,
+        signed_id: None,
     })
 }
 

@@ -69,6 +69,7 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
         prefix: format!("{id}.{ts}.").into_bytes(),
         suffix: Vec::new(),
         candidates,
+        signed_id: Some(id.to_string()),
     })
 }
 

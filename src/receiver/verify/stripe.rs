@@ -16,6 +16,7 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
         prefix: Vec::new(),
         suffix: Vec::new(),
         candidates: Vec::new(),
+        signed_id: None,
     };
     let Some(value) = header_str(headers, SIGNATURE)? else {
         return Ok(env);
