@@ -91,14 +91,14 @@ pub struct StandaloneArgs {
 /// Group commit: how the receiver gathers concurrent requests into one transaction.
 #[derive(Args, Debug, Clone)]
 pub struct CommitArgs {
-    /// While other transactions are committing, how long a batch waits for more requests.
-    /// A lone request on an idle receiver never waits.
-    #[arg(long, default_value = "2ms", value_parser = humantime::parse_duration, env = "HOOKGATE_COMMIT_WINDOW")]
+    /// How long a batch may wait for more requests once the receiver is busy. 0: a batch is
+    /// whatever arrived while the previous one committed. A lone request never waits.
+    #[arg(long, default_value = "0ms", value_parser = humantime::parse_duration, env = "HOOKGATE_COMMIT_WINDOW")]
     pub commit_window: std::time::Duration,
     /// Most events committed in one transaction (1-1000).
     #[arg(long, default_value_t = 64, env = "HOOKGATE_COMMIT_BATCH")]
     pub commit_batch: usize,
-    /// Transactions in flight at once [default: 4 on PostgreSQL, 1 on SQLite].
+    /// Transactions in flight at once [default: 1].
     #[arg(long, env = "HOOKGATE_COMMIT_CONCURRENCY")]
     pub commit_concurrency: Option<usize>,
 }

@@ -10,12 +10,15 @@ use super::{Inbox, InsertOutcome, NewEvent, Status};
 use crate::Result;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
-use sqlx::{Postgres, QueryBuilder, Row, Sqlite, Transaction};
+use sqlx::{PgConnection, QueryBuilder, Row, Sqlite, SqliteConnection};
 use std::collections::{HashMap, HashSet};
 
 type Key = (String, String);
 
-/// The per-backend statements a batch needs, run inside one transaction.
+/// A connection the batch statements run on: inside a transaction, or in autocommit.
+struct On<'c, C>(&'c mut C);
+
+/// The per-backend statements a batch needs.
 trait BatchTx {
     /// Records each event's signature digest; returns the indexes whose digest was fresh.
     async fn claim_nonces(&mut self, evs: &[&NewEvent], now: DateTime<Utc>) -> Result<Vec<bool>>;
@@ -36,10 +39,19 @@ impl Inbox {
             return Ok(Vec::new());
         }
         backend!(self, pool => {
-            let mut tx = pool.begin().await?;
-            let outcomes = run(&mut tx, events).await?;
-            tx.commit().await?;
-            Ok(outcomes)
+            if events.iter().any(|e| e.needs_nonce) {
+                // A digest and its event must stand or fall together.
+                let mut tx = pool.begin().await?;
+                let outcomes = run(&mut On(&mut *tx), events).await?;
+                tx.commit().await?;
+                Ok(outcomes)
+            } else {
+                // Without digests the one INSERT is the whole write: in autocommit it is atomic
+                // and durable by itself, and BEGIN and COMMIT would be two more round trips. The
+                // reads that follow only classify duplicates.
+                let mut conn = pool.acquire().await?;
+                run(&mut On(&mut *conn), events).await
+            }
         })
     }
 
@@ -198,7 +210,7 @@ where
         .collect())
 }
 
-impl BatchTx for Transaction<'_, Postgres> {
+impl BatchTx for On<'_, PgConnection> {
     async fn claim_nonces(&mut self, evs: &[&NewEvent], now: DateTime<Utc>) -> Result<Vec<bool>> {
         let expires: Vec<DateTime<Utc>> = evs.iter().map(|e| e.nonce_expires_at).collect();
         let rows = sqlx::query(PG_NONCES)
@@ -206,7 +218,7 @@ impl BatchTx for Transaction<'_, Postgres> {
             .bind(digests(evs))
             .bind(expires)
             .bind(now)
-            .fetch_all(&mut **self)
+            .fetch_all(&mut *self.0)
             .await?;
         fresh_of(evs, &rows)
     }
@@ -227,7 +239,7 @@ impl BatchTx for Transaction<'_, Postgres> {
             .bind(col(|e| Some(e.status.as_str())))
             .bind(evs.iter().map(|e| next_attempt(e)).collect::<Vec<_>>())
             .bind(evs.iter().map(|e| e.received_at).collect::<Vec<_>>())
-            .fetch_all(&mut **self)
+            .fetch_all(&mut *self.0)
             .await?;
         rows.iter()
             .map(|r| Ok(((r.try_get(1)?, r.try_get(2)?), r.try_get(0)?)))
@@ -239,7 +251,7 @@ impl BatchTx for Transaction<'_, Postgres> {
         let rows = sqlx::query(PG_HASHES)
             .bind(integrations(evs))
             .bind(ids)
-            .fetch_all(&mut **self)
+            .fetch_all(&mut *self.0)
             .await?;
         rows.iter()
             .map(|r| Ok(((r.try_get(0)?, r.try_get(1)?), r.try_get(2)?)))
@@ -250,7 +262,7 @@ impl BatchTx for Transaction<'_, Postgres> {
         sqlx::query(PG_FORGET)
             .bind(integrations(evs))
             .bind(digests(evs))
-            .execute(&mut **self)
+            .execute(&mut *self.0)
             .await?;
         Ok(())
     }
@@ -259,13 +271,13 @@ impl BatchTx for Transaction<'_, Postgres> {
         sqlx::query(COUNT_CONFLICT)
             .bind(&ev.integration)
             .bind(&ev.event_id)
-            .execute(&mut **self)
+            .execute(&mut *self.0)
             .await?;
         Ok(())
     }
 }
 
-impl BatchTx for Transaction<'_, Sqlite> {
+impl BatchTx for On<'_, SqliteConnection> {
     async fn claim_nonces(&mut self, evs: &[&NewEvent], now: DateTime<Utc>) -> Result<Vec<bool>> {
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT INTO signature_nonces (integration, digest, expires_at) ",
@@ -281,7 +293,7 @@ impl BatchTx for Transaction<'_, Sqlite> {
         )
         .push_bind(now)
         .push(" RETURNING integration, digest");
-        let rows = q.build().fetch_all(&mut **self).await?;
+        let rows = q.build().fetch_all(&mut *self.0).await?;
         fresh_of(evs, &rows)
     }
 
@@ -308,7 +320,7 @@ impl BatchTx for Transaction<'_, Sqlite> {
         q.push(
             " ON CONFLICT (integration, event_id) DO NOTHING RETURNING id, integration, event_id",
         );
-        let rows = q.build().fetch_all(&mut **self).await?;
+        let rows = q.build().fetch_all(&mut *self.0).await?;
         rows.iter()
             .map(|r| Ok(((r.try_get(1)?, r.try_get(2)?), r.try_get(0)?)))
             .collect()
@@ -320,7 +332,7 @@ impl BatchTx for Transaction<'_, Sqlite> {
              WHERE (integration, event_id) IN (",
         );
         push_pairs(&mut q, evs, |e| e.event_id.clone());
-        let rows = q.build().fetch_all(&mut **self).await?;
+        let rows = q.build().fetch_all(&mut *self.0).await?;
         rows.iter()
             .map(|r| Ok(((r.try_get(0)?, r.try_get(1)?), r.try_get(2)?)))
             .collect()
@@ -331,7 +343,7 @@ impl BatchTx for Transaction<'_, Sqlite> {
             "DELETE FROM signature_nonces WHERE (integration, digest) IN (",
         );
         push_pairs(&mut q, evs, |e| e.verified.signature_digest().to_vec());
-        q.build().execute(&mut **self).await?;
+        q.build().execute(&mut *self.0).await?;
         Ok(())
     }
 
@@ -339,7 +351,7 @@ impl BatchTx for Transaction<'_, Sqlite> {
         sqlx::query(COUNT_CONFLICT)
             .bind(&ev.integration)
             .bind(&ev.event_id)
-            .execute(&mut **self)
+            .execute(&mut *self.0)
             .await?;
         Ok(())
     }

@@ -304,9 +304,9 @@ def check_roles(objs, label, db_secret, db_key):
             and "--listen" in recv["args"] and "0.0.0.0:8080" in recv["args"]
             and "--admin-listen" in recv["args"] and "0.0.0.0:9090" in recv["args"], recv["args"])
     R.check(f"{label}: receiver group commit defaults",
-            recv["args"][recv["args"].index("--commit-window") + 1] == "2ms"
+            recv["args"][recv["args"].index("--commit-window") + 1] == "0ms"
             and recv["args"][recv["args"].index("--commit-batch") + 1] == "64"
-            and recv["args"][recv["args"].index("--commit-concurrency") + 1] == "4", recv["args"])
+            and recv["args"][recv["args"].index("--commit-concurrency") + 1] == "1", recv["args"])
     R.check(f"{label}: worker args",
             work["args"][:3] == ["worker", "--namespace", "$(POD_NAMESPACE)"]
             and work["args"][work["args"].index("--admin-listen") + 1] == "0.0.0.0:9091",
