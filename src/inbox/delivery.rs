@@ -182,26 +182,26 @@ impl Inbox {
                 ("ignored", None, None, Some(now), None, Some(*reason))
             }
         };
-        if let (Inbox::Postgres(pool), Some(a)) = (self, attempt) {
-            if !matches!(completion, Completion::Processed { version: Some(_) }) {
-                let recorded = sqlx::query(FINISH_AND_RECORD_PG)
-                    .bind(status)
-                    .bind(next)
-                    .bind(error)
-                    .bind(processed)
-                    .bind(dead)
-                    .bind(reason)
-                    .bind(claimed.id)
-                    .bind(claimed.attempt)
-                    .bind(a.started_at)
-                    .bind(a.duration_ms)
-                    .bind(a.status_code)
-                    .bind(&a.error)
-                    .execute(pool)
-                    .await?
-                    .rows_affected();
-                return Ok(recorded > 0);
-            }
+        if let (Inbox::Postgres(pool), Some(a)) = (self, attempt)
+            && !matches!(completion, Completion::Processed { version: Some(_) })
+        {
+            let recorded = sqlx::query(FINISH_AND_RECORD_PG)
+                .bind(status)
+                .bind(next)
+                .bind(error)
+                .bind(processed)
+                .bind(dead)
+                .bind(reason)
+                .bind(claimed.id)
+                .bind(claimed.attempt)
+                .bind(a.started_at)
+                .bind(a.duration_ms)
+                .bind(a.status_code)
+                .bind(&a.error)
+                .execute(pool)
+                .await?
+                .rows_affected();
+            return Ok(recorded > 0);
         }
         backend!(self, pool => {
             let mut tx = pool.begin().await?;
