@@ -114,6 +114,51 @@ const RELEASE: &str = "UPDATE inbox_events SET attempts = attempts - 1, locked_u
      next_attempt_at = $1, status = CASE WHEN attempts - 1 = 0 THEN 'pending' ELSE 'retry' END \
      WHERE id = $2 AND status = 'processing' AND attempts = $3";
 
+/// The inbox columns a completion sets.
+pub(super) struct FinishColumns<'c> {
+    pub status: &'static str,
+    pub next: Option<DateTime<Utc>>,
+    pub error: Option<&'c str>,
+    pub processed: Option<DateTime<Utc>>,
+    pub dead: Option<DateTime<Utc>>,
+    pub reason: Option<&'static str>,
+}
+
+pub(super) fn finish_columns(completion: &Completion, now: DateTime<Utc>) -> FinishColumns<'_> {
+    let base = |status| FinishColumns {
+        status,
+        next: None,
+        error: None,
+        processed: None,
+        dead: None,
+        reason: None,
+    };
+    match completion {
+        Completion::Processed { .. } => FinishColumns {
+            processed: Some(now),
+            ..base("processed")
+        },
+        Completion::Retry {
+            next_attempt_at,
+            error,
+        } => FinishColumns {
+            next: Some(*next_attempt_at),
+            error: Some(error),
+            ..base("retry")
+        },
+        Completion::DeadLetter { error } => FinishColumns {
+            error: Some(error),
+            dead: Some(now),
+            ..base("dead_letter")
+        },
+        Completion::Ignored { reason } => FinishColumns {
+            processed: Some(now),
+            reason: Some(reason),
+            ..base("ignored")
+        },
+    }
+}
+
 impl Inbox {
     /// Leases up to `limit` due events (and events whose previous lease expired) until `lease_until`.
     pub async fn claim(
@@ -157,31 +202,14 @@ impl Inbox {
         attempt: Option<&Attempt>,
         now: DateTime<Utc>,
     ) -> Result<bool> {
-        let (status, next, error, processed, dead, reason) = match completion {
-            Completion::Processed { .. } => ("processed", None, None, Some(now), None, None),
-            Completion::Retry {
-                next_attempt_at,
-                error,
-            } => (
-                "retry",
-                Some(*next_attempt_at),
-                Some(error.as_str()),
-                None,
-                None,
-                None,
-            ),
-            Completion::DeadLetter { error } => (
-                "dead_letter",
-                None,
-                Some(error.as_str()),
-                None,
-                Some(now),
-                None,
-            ),
-            Completion::Ignored { reason } => {
-                ("ignored", None, None, Some(now), None, Some(*reason))
-            }
-        };
+        let FinishColumns {
+            status,
+            next,
+            error,
+            processed,
+            dead,
+            reason,
+        } = finish_columns(completion, now);
         if let (Inbox::Postgres(pool), Some(a)) = (self, attempt)
             && !matches!(completion, Completion::Processed { version: Some(_) })
         {

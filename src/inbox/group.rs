@@ -8,6 +8,8 @@
 use super::{Inbox, InsertOutcome, NewEvent};
 use crate::{Error, Result};
 use prometheus_client::metrics::histogram::Histogram;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
@@ -43,56 +45,97 @@ impl Default for GroupCommitConfig {
 
 /// The configuration with its defaults resolved.
 #[derive(Clone, Copy)]
-struct Settings {
-    window: Duration,
-    max_batch: usize,
-    concurrency: usize,
+pub(crate) struct Settings {
+    pub window: Duration,
+    pub max_batch: usize,
+    pub concurrency: usize,
 }
 
-struct Job {
-    event: NewEvent,
-    reply: oneshot::Sender<Result<InsertOutcome>>,
+impl From<GroupCommitConfig> for Settings {
+    fn from(cfg: GroupCommitConfig) -> Self {
+        Self {
+            window: cfg.window,
+            max_batch: cfg.max_batch.clamp(1, MAX_BATCH),
+            concurrency: cfg.concurrency.unwrap_or(1).max(1),
+        }
+    }
 }
 
-/// The handle requests submit their event through. Cheap to clone; the batching task ends when
-/// the last handle is dropped, after committing what it holds.
+/// Commits one batch; returns one result per item, in order.
+pub(crate) type CommitFn<T, R> =
+    Arc<dyn Fn(Vec<T>) -> Pin<Box<dyn Future<Output = Vec<Result<R>>> + Send>> + Send + Sync>;
+
+struct Job<T, R> {
+    item: T,
+    reply: oneshot::Sender<Result<R>>,
+}
+
+/// Gathers items submitted concurrently into batches and hands each batch to one commit call;
+/// every submitter gets its own result once its batch is done. Used for the receiver's inserts
+/// and the workers' completions.
+pub(crate) struct Batcher<T, R> {
+    jobs: mpsc::Sender<Job<T, R>>,
+}
+
+impl<T, R> Clone for Batcher<T, R> {
+    fn clone(&self) -> Self {
+        Self {
+            jobs: self.jobs.clone(),
+        }
+    }
+}
+
+impl<T: Send + 'static, R: Send + 'static> Batcher<T, R> {
+    /// Starts the batching task on the current Tokio runtime; it ends when the last handle is
+    /// dropped, after committing what it holds.
+    pub(crate) fn start(cfg: Settings, sizes: Option<Histogram>, commit: CommitFn<T, R>) -> Self {
+        let (jobs, rx) = mpsc::channel(cfg.max_batch * cfg.concurrency * 4);
+        tokio::spawn(gather(cfg, rx, sizes, commit));
+        Self { jobs }
+    }
+
+    /// Adds `item` to the next batch; resolves once that batch committed (or failed).
+    pub(crate) async fn submit(&self, item: T) -> Result<R> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job { item, reply })
+            .await
+            .map_err(|_| Error::Unavailable("the batching task has stopped".into()))?;
+        answer
+            .await
+            .map_err(|_| Error::Unavailable("the batching task dropped the batch".into()))?
+    }
+}
+
+/// The handle requests submit their event through. Cheap to clone.
 #[derive(Clone)]
 pub struct GroupCommit {
-    jobs: mpsc::Sender<Job>,
+    batcher: Batcher<NewEvent, InsertOutcome>,
 }
 
 impl GroupCommit {
     /// Starts the batching task on the current Tokio runtime.
     pub fn start(inbox: Inbox, cfg: GroupCommitConfig, sizes: Option<Histogram>) -> Self {
-        let concurrency = cfg.concurrency.unwrap_or(1);
-        let cfg = Settings {
-            window: cfg.window,
-            max_batch: cfg.max_batch.clamp(1, MAX_BATCH),
-            concurrency: concurrency.max(1),
-        };
-        let (jobs, rx) = mpsc::channel(cfg.max_batch * cfg.concurrency * 4);
-        tokio::spawn(gather(inbox, cfg, rx, sizes));
-        Self { jobs }
+        let commit: CommitFn<NewEvent, InsertOutcome> = Arc::new(move |events| {
+            let inbox = inbox.clone();
+            Box::pin(async move { commit_events(&inbox, events).await })
+        });
+        Self {
+            batcher: Batcher::start(cfg.into(), sizes, commit),
+        }
     }
 
     /// Stores `event` in the next batch; resolves once that batch committed (or failed).
     pub async fn insert(&self, event: NewEvent) -> Result<InsertOutcome> {
-        let (reply, answer) = oneshot::channel();
-        self.jobs
-            .send(Job { event, reply })
-            .await
-            .map_err(|_| Error::Unavailable("the group-commit task has stopped".into()))?;
-        answer
-            .await
-            .map_err(|_| Error::Unavailable("the group-commit task dropped the batch".into()))?
+        self.batcher.submit(event).await
     }
 }
 
-async fn gather(
-    inbox: Inbox,
+async fn gather<T: Send + 'static, R: Send + 'static>(
     cfg: Settings,
-    mut rx: mpsc::Receiver<Job>,
+    mut rx: mpsc::Receiver<Job<T, R>>,
     sizes: Option<Histogram>,
+    commit: CommitFn<T, R>,
 ) {
     let permits = Arc::new(Semaphore::new(cfg.concurrency));
     while let Some(first) = rx.recv().await {
@@ -122,19 +165,21 @@ async fn gather(
         if let Some(h) = &sizes {
             h.observe(batch.len() as f64);
         }
-        tokio::spawn(commit(inbox.clone(), batch, permit));
+        let commit = commit.clone();
+        tokio::spawn(async move {
+            let _permit: OwnedSemaphorePermit = permit;
+            let (items, replies): (Vec<T>, Vec<_>) =
+                batch.into_iter().map(|j| (j.item, j.reply)).unzip();
+            for (reply, result) in replies.into_iter().zip(commit(items).await) {
+                let _ = reply.send(result);
+            }
+        });
     }
 }
 
-async fn commit(inbox: Inbox, batch: Vec<Job>, _permit: OwnedSemaphorePermit) {
-    let (events, replies): (Vec<NewEvent>, Vec<_>) =
-        batch.into_iter().map(|j| (j.event, j.reply)).unzip();
+async fn commit_events(inbox: &Inbox, events: Vec<NewEvent>) -> Vec<Result<InsertOutcome>> {
     match inbox.insert_many(&events).await {
-        Ok(outcomes) => {
-            for (reply, outcome) in replies.into_iter().zip(outcomes) {
-                let _ = reply.send(Ok(outcome));
-            }
-        }
+        Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
         // The server refused a statement (not an outage): one bad row must not fail the others,
         // so each event is tried alone and only the bad one fails.
         Err(Error::Database(sqlx::Error::Database(_))) if events.len() > 1 => {
@@ -142,17 +187,20 @@ async fn commit(inbox: Inbox, batch: Vec<Job>, _permit: OwnedSemaphorePermit) {
                 events = events.len(),
                 "a batch insert was refused; committing its events one by one"
             );
-            for (event, reply) in events.into_iter().zip(replies) {
-                let _ = reply.send(inbox.insert(event).await);
+            let mut out = Vec::with_capacity(events.len());
+            for event in events {
+                out.push(inbox.insert(event).await);
             }
+            out
         }
         Err(e) => {
             // Each request logs the failure with its integration; once here would be noise.
             tracing::debug!(events = events.len(), error = %e, "inbox batch insert failed");
             let cause = e.to_string();
-            for reply in replies {
-                let _ = reply.send(Err(Error::Unavailable(cause.clone())));
-            }
+            events
+                .iter()
+                .map(|_| Err(Error::Unavailable(cause.clone())))
+                .collect()
         }
     }
 }

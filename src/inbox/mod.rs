@@ -14,6 +14,7 @@ macro_rules! backend {
 }
 
 mod batch;
+mod complete;
 mod delivery;
 mod dlq;
 mod event;
@@ -21,6 +22,7 @@ mod group;
 mod retention;
 mod store;
 
+pub use complete::Completer;
 pub use delivery::{Attempt, Claimed, Completion};
 pub use dlq::*;
 pub use event::{EventSummary, InsertOutcome, ListFilter, NewEvent, Status};

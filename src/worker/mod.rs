@@ -67,6 +67,8 @@ pub struct Worker {
 
 struct Inner {
     inbox: Inbox,
+    /// Outcomes go through here: concurrent deliveries' completions share one statement.
+    completer: crate::inbox::Completer,
     targets: ArcSwap<Targets>,
     /// False until targets arrive (cluster mode waits for the first complete list).
     loaded: std::sync::atomic::AtomicBool,
@@ -76,6 +78,7 @@ struct Inner {
 }
 
 impl Worker {
+    /// Must be called within a Tokio runtime: it starts the completion batching task.
     pub fn new(inbox: Inbox, targets: Targets, cfg: WorkerConfig, metrics: Arc<Metrics>) -> Self {
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(cfg.concurrency)
@@ -84,6 +87,7 @@ impl Worker {
             .expect("HTTP client builds");
         Self {
             inner: Arc::new(Inner {
+                completer: crate::inbox::Completer::start(inbox.clone()),
                 inbox,
                 targets: ArcSwap::from_pointee(targets),
                 loaded: true.into(),
@@ -347,8 +351,8 @@ impl Worker {
         let status = attempt.and_then(|a| a.status_code);
         match self
             .inner
-            .inbox
-            .complete(event, &completion, attempt, Utc::now())
+            .completer
+            .complete(event, completion, attempt.cloned(), Utc::now())
             .await
         {
             Ok(true) => tracing::info!(

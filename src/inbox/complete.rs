@@ -1,0 +1,157 @@
+//! Workers' completions, group-committed like the receiver's inserts: on PostgreSQL the outcomes
+//! of concurrent deliveries are written by one statement (status changes and attempt records
+//! together), instead of one transaction each.
+
+use super::group::{Batcher, CommitFn, Settings};
+use super::{Attempt, Claimed, Completion, Inbox};
+use crate::{Error, Result};
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One completion waiting for its batch.
+pub(crate) struct Finish {
+    id: i64,
+    attempt_no: i64,
+    completion: Completion,
+    attempt: Option<Attempt>,
+    now: DateTime<Utc>,
+}
+
+/// Fenced on (id, attempts) like [`Inbox::complete`]; the attempt row is written only for events
+/// whose status change went through.
+const FINISH_MANY_PG: &str = "WITH input AS (SELECT * FROM UNNEST($1::bigint[], $2::bigint[], \
+     $3::text[], $4::timestamptz[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::text[], \
+     $9::timestamptz[], $10::bigint[], $11::bigint[], $12::text[]) AS i(id, attempt, status, \
+     next_at, error, processed_at, dead_at, reason, started_at, duration_ms, status_code, attempt_error)), \
+     done AS (UPDATE inbox_events e SET status = i.status, next_attempt_at = i.next_at, \
+     locked_until = NULL, last_error = COALESCE(i.error, e.last_error), \
+     processed_at = i.processed_at, dead_lettered_at = i.dead_at, ignored_reason = i.reason \
+     FROM input i WHERE e.id = i.id AND e.status = 'processing' AND e.attempts = i.attempt \
+     RETURNING e.id), \
+     recorded AS (INSERT INTO delivery_attempts (event_row, attempt, started_at, duration_ms, \
+     status_code, error, outcome) SELECT i.id, i.attempt, i.started_at, i.duration_ms, \
+     i.status_code, i.attempt_error, i.status FROM input i JOIN done d ON d.id = i.id \
+     WHERE i.started_at IS NOT NULL) \
+     SELECT id FROM done";
+
+/// Where a worker records outcomes. Cheap to clone.
+#[derive(Clone)]
+pub struct Completer {
+    inbox: Inbox,
+    batcher: Option<Batcher<Finish, bool>>,
+}
+
+impl Completer {
+    /// On PostgreSQL starts the batching task (current Tokio runtime). SQLite writes each
+    /// completion in its own transaction: it is local, and has one writer anyway.
+    pub fn start(inbox: Inbox) -> Self {
+        let batcher = match &inbox {
+            Inbox::Postgres(pool) => {
+                let pool = pool.clone();
+                let commit: CommitFn<Finish, bool> = Arc::new(move |items| {
+                    let pool = pool.clone();
+                    Box::pin(async move { commit(&pool, items).await })
+                });
+                let settings = Settings {
+                    window: Duration::ZERO,
+                    max_batch: 128,
+                    concurrency: 2,
+                };
+                Some(Batcher::start(settings, None, commit))
+            }
+            Inbox::Sqlite(_) => None,
+        };
+        Self { inbox, batcher }
+    }
+
+    /// Ends a claim like [`Inbox::complete`]: `false` when the lease was lost to another worker.
+    /// Ordered deliveries (which also advance a resource version) keep their own transaction.
+    pub async fn complete(
+        &self,
+        claimed: &Claimed,
+        completion: Completion,
+        attempt: Option<Attempt>,
+        now: DateTime<Utc>,
+    ) -> Result<bool> {
+        match &self.batcher {
+            Some(batcher) if !matches!(completion, Completion::Processed { version: Some(_) }) => {
+                let finish = Finish {
+                    id: claimed.id,
+                    attempt_no: claimed.attempt,
+                    completion,
+                    attempt,
+                    now,
+                };
+                batcher.submit(finish).await
+            }
+            _ => {
+                self.inbox
+                    .complete(claimed, &completion, attempt.as_ref(), now)
+                    .await
+            }
+        }
+    }
+}
+
+async fn commit(pool: &PgPool, items: Vec<Finish>) -> Vec<Result<bool>> {
+    match finish_many(pool, &items).await {
+        Ok(done) => items.iter().map(|f| Ok(done.contains(&f.id))).collect(),
+        Err(e) => {
+            let cause = e.to_string();
+            items
+                .iter()
+                .map(|_| Err(Error::Unavailable(cause.clone())))
+                .collect()
+        }
+    }
+}
+
+fn attempt(f: &Finish) -> Option<&Attempt> {
+    f.attempt.as_ref()
+}
+
+async fn finish_many(pool: &PgPool, items: &[Finish]) -> Result<HashSet<i64>> {
+    let cols: Vec<_> = items
+        .iter()
+        .map(|f| super::delivery::finish_columns(&f.completion, f.now))
+        .collect();
+    let ids: Vec<i64> = sqlx::query_scalar(FINISH_MANY_PG)
+        .bind(items.iter().map(|f| f.id).collect::<Vec<_>>())
+        .bind(items.iter().map(|f| f.attempt_no).collect::<Vec<_>>())
+        .bind(cols.iter().map(|c| c.status).collect::<Vec<_>>())
+        .bind(cols.iter().map(|c| c.next).collect::<Vec<_>>())
+        .bind(cols.iter().map(|c| c.error).collect::<Vec<_>>())
+        .bind(cols.iter().map(|c| c.processed).collect::<Vec<_>>())
+        .bind(cols.iter().map(|c| c.dead).collect::<Vec<_>>())
+        .bind(cols.iter().map(|c| c.reason).collect::<Vec<_>>())
+        .bind(
+            items
+                .iter()
+                .map(|f| attempt(f).map(|a| a.started_at))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            items
+                .iter()
+                .map(|f| attempt(f).map(|a| a.duration_ms))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            items
+                .iter()
+                .map(|f| attempt(f).and_then(|a| a.status_code))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            items
+                .iter()
+                .map(|f| attempt(f).and_then(|a| a.error.as_deref()))
+                .collect::<Vec<_>>(),
+        )
+        .fetch_all(pool)
+        .await?;
+    Ok(ids.into_iter().collect())
+}
