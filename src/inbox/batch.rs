@@ -78,7 +78,7 @@ async fn run<T: BatchTx>(tx: &mut T, events: &[NewEvent]) -> Result<Vec<InsertOu
     for (i, ev) in events.iter().enumerate() {
         if !ev.needs_nonce {
             live.push(i);
-        } else if seen.insert((ev.integration.as_str(), ev.verified.signature_digest())) {
+        } else if seen.insert((ev.integration.as_str(), &ev.digest)) {
             signed.push(i);
         } else {
             out[i] = Some(InsertOutcome::Replay);
@@ -179,9 +179,7 @@ const PG_FORGET: &str = "DELETE FROM signature_nonces \
      WHERE (integration, digest) IN (SELECT * FROM UNNEST($1::text[], $2::bytea[]))";
 
 fn digests<'e>(evs: &[&'e NewEvent]) -> Vec<&'e [u8]> {
-    evs.iter()
-        .map(|e| &e.verified.signature_digest()[..])
-        .collect()
+    evs.iter().map(|e| &e.digest[..]).collect()
 }
 
 fn integrations<'e>(evs: &[&'e NewEvent]) -> Vec<&'e str> {
@@ -201,12 +199,7 @@ where
         .collect::<Result<_>>()?;
     Ok(evs
         .iter()
-        .map(|e| {
-            back.contains(&(
-                e.integration.clone(),
-                e.verified.signature_digest().to_vec(),
-            ))
-        })
+        .map(|e| back.contains(&(e.integration.clone(), e.digest.to_vec())))
         .collect())
 }
 
@@ -284,7 +277,7 @@ impl BatchTx for On<'_, SqliteConnection> {
         );
         q.push_values(evs, |mut b, e| {
             b.push_bind(e.integration.as_str())
-                .push_bind(&e.verified.signature_digest()[..])
+                .push_bind(&e.digest[..])
                 .push_bind(e.nonce_expires_at);
         });
         q.push(
@@ -342,7 +335,7 @@ impl BatchTx for On<'_, SqliteConnection> {
         let mut q = QueryBuilder::<Sqlite>::new(
             "DELETE FROM signature_nonces WHERE (integration, digest) IN (",
         );
-        push_pairs(&mut q, evs, |e| e.verified.signature_digest().to_vec());
+        push_pairs(&mut q, evs, |e| e.digest.to_vec());
         q.build().execute(&mut *self.0).await?;
         Ok(())
     }

@@ -72,6 +72,8 @@ pub struct NewEvent {
     /// Whether the signature digest must be remembered: only when the event id is not covered by
     /// the signature. A signed id already turns every re-sent capture into a duplicate.
     pub(super) needs_nonce: bool,
+    /// The signature digest, computed only when it is needed.
+    pub(super) digest: [u8; 32],
 }
 
 impl NewEvent {
@@ -92,6 +94,11 @@ impl NewEvent {
     ) -> Self {
         use sha2::Digest;
         let needs_nonce = !id_signed && verified.signed_id() != Some(event_id.as_str());
+        let digest = if needs_nonce {
+            verified.signature_digest()
+        } else {
+            [0; 32]
+        };
         let retention =
             chrono::Duration::from_std(nonce_retention).unwrap_or(chrono::Duration::days(1));
         Self {
@@ -111,6 +118,7 @@ impl NewEvent {
             },
             received_at,
             nonce_expires_at: received_at + retention,
+            digest,
             needs_nonce,
         }
     }

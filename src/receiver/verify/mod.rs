@@ -42,7 +42,8 @@ pub struct Verified {
     key_id: String,
     signed_id: Option<String>,
     timestamp: Option<i64>,
-    signature_digest: [u8; 32],
+    /// The signature that matched; hashed only if the inbox needs its digest (unsigned ids).
+    signature: Vec<u8>,
 }
 
 impl Verified {
@@ -55,8 +56,9 @@ impl Verified {
         self.timestamp
     }
     /// SHA-256 of the matching signature bytes: the replay nonce.
-    pub fn signature_digest(&self) -> &[u8; 32] {
-        &self.signature_digest
+    /// SHA-256 of the signature that matched: the replay nonce for events with unsigned ids.
+    pub fn signature_digest(&self) -> [u8; 32] {
+        Sha256::digest(&self.signature).into()
     }
     /// The event id header value the signature covers, when the scheme signs one.
     pub fn signed_id(&self) -> Option<&str> {
@@ -271,7 +273,7 @@ impl Verifier {
                     key_id: key.id.clone(),
                     signed_id: env.signed_id,
                     timestamp: env.timestamp,
-                    signature_digest: Sha256::digest(&sig).into(),
+                    signature: sig,
                 });
             }
         }
