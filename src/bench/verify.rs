@@ -180,8 +180,8 @@ spec:
 pub fn run(divisor: usize) -> anyhow::Result<Vec<Case>> {
     let scale = divisor * if cfg!(debug_assertions) { 10 } else { 1 };
     Ok(vec![
-        stripe(1024, 20_000 / scale)?,
-        stripe(16 * 1024, 2_000 / scale)?,
-        ed25519(1024, 1_000 / scale)?,
+        stripe(1024, (20_000 / scale).max(1))?,
+        stripe(16 * 1024, (2_000 / scale).max(1))?,
+        ed25519(1024, (1_000 / scale).max(1))?,
     ])
 }
