@@ -707,3 +707,36 @@ async fn deliveries_feed_the_duration_and_completion_latency_histograms(pool: Pg
         assert!(text.contains(line), "missing {line}:\n{text}");
     }
 }
+
+/// A claim walks the due-time and lease indexes and stops at its limit, whatever the backlog: the
+/// earlier `OR` of both conditions made PostgreSQL scan and sort the whole inbox on every claim.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn claim_walks_indexes_instead_of_scanning_the_inbox(pool: PgPool) {
+    sqlx::raw_sql(
+        "INSERT INTO inbox_events (integration, event_id, scheme, key_id, headers, body, body_sha256, \
+         status, next_attempt_at, received_at) \
+         SELECT 't/stripe', 'evt_' || g, 'stripe', 'v1', '[]', convert_to(repeat('x', 1000), 'UTF8'), \
+         '\\x00', 'pending', now() - interval '1 minute', now() FROM generate_series(1, 20000) g; \
+         ANALYZE inbox_events;",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN {}",
+        hookgate::inbox::CLAIM_PG
+    )))
+    .bind(chrono::Utc::now() + chrono::Duration::minutes(1))
+    .bind(chrono::Utc::now())
+    .bind(16_i64)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let plan = plan.join("\n");
+    assert!(
+        !plan.contains("Seq Scan on inbox_events"),
+        "the claim scans the inbox:\n{plan}"
+    );
+    assert!(plan.contains("inbox_events_due"), "{plan}");
+    assert!(plan.contains("inbox_events_leases"), "{plan}");
+}

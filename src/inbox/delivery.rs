@@ -77,7 +77,8 @@ macro_rules! claim_sql {
     };
 }
 
-const CLAIM_PG: &str = claim_sql!(" FOR UPDATE SKIP LOCKED");
+/// Public so a test can check its plan: it must walk indexes, never scan the inbox.
+pub const CLAIM_PG: &str = claim_sql!(" FOR UPDATE SKIP LOCKED");
 const CLAIM_SQLITE: &str = claim_sql!("");
 
 const FINISH: &str = "UPDATE inbox_events SET status = $1, next_attempt_at = $2, locked_until = NULL, \
