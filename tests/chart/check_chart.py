@@ -40,6 +40,7 @@ DASHBOARD_METRICS = {
     "hookgate_inbox_oldest_pending_seconds",
     "hookgate_delivery_duration_seconds_bucket",
     "hookgate_completion_latency_seconds_bucket",
+    "hookgate_intake_batch_size_bucket",
 }
 
 # The checkov skips the scan accepts, each with the reason it does not apply. A new skip in a

@@ -95,6 +95,11 @@ def build():
          "Duplicates (same event id, or a replayed signature) and dedupe conflicts (same id, different body: investigate).",
          [(f"sum by (integration) (rate(hookgate_duplicates_total{{{F}}}{R}))", "duplicates {{integration}}"),
           (f"sum by (integration) (rate(hookgate_dedupe_conflicts_total{{{F}}}{R}))", "conflicts {{integration}}")]),
+        ("Group commit: events per transaction",
+         "hookgate_intake_batch_size, all integrations: events each receiver transaction held. Near 1: the "
+         "database keeps up with every request; near --commit-batch: commits are the bottleneck.",
+         [(f"histogram_quantile({q}, sum by (le) (rate(hookgate_intake_batch_size_bucket{R})))", f"p{round(q * 100)}")
+          for q in (0.5, 0.99)], "short"),
     ])
     d.row("Delivery")
     d.series([
