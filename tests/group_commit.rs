@@ -33,6 +33,21 @@ fn batches(h: &Harness) -> (u64, f64) {
     )
 }
 
+/// Signs every body for t/stripe, then posts them all at once.
+async fn post_all_stripe(h: &Harness, bodies: &[String]) -> Vec<Reply> {
+    let signed: Vec<_> = bodies
+        .iter()
+        .map(|b| h.sign("t/stripe", b, opts()))
+        .collect();
+    join_all(
+        signed
+            .iter()
+            .zip(bodies)
+            .map(|((path, headers), body)| h.post(path, headers, body.clone())),
+    )
+    .await
+}
+
 async fn counts(h: &Harness) -> (i64, i64) {
     h.receiver.inbox().counts().await.unwrap()
 }
@@ -44,17 +59,7 @@ async fn concurrent_events_share_transactions(inbox: Inbox) {
     let bodies: Vec<String> = (0..40)
         .map(|i| stripe_body(&format!("evt_{i}"), "invoice.paid"))
         .collect();
-    let signed: Vec<_> = bodies
-        .iter()
-        .map(|b| h.sign("t/stripe", b, opts()))
-        .collect();
-    let answers = join_all(
-        signed
-            .iter()
-            .zip(&bodies)
-            .map(|((path, headers), body)| h.post(path, headers, body.clone())),
-    )
-    .await;
+    let answers = post_all_stripe(&h, &bodies).await;
     for a in &answers {
         assert_eq!((a.status.as_u16(), &a.json), (200, &accepted()));
     }
@@ -146,17 +151,7 @@ async fn refused_rows_fail_alone_and_never_answer_2xx(inbox: Inbox) {
             stripe_body(&format!("{id}_{i}"), "invoice.paid")
         })
         .collect();
-    let signed: Vec<_> = bodies
-        .iter()
-        .map(|b| h.sign("t/stripe", b, opts()))
-        .collect();
-    let answers = join_all(
-        signed
-            .iter()
-            .zip(&bodies)
-            .map(|((path, headers), body)| h.post(path, headers, body.clone())),
-    )
-    .await;
+    let answers = post_all_stripe(&h, &bodies).await;
     for (body, a) in bodies.iter().zip(&answers) {
         if body.contains("\"bad_") {
             assert_eq!(

@@ -85,15 +85,6 @@ const FINISH: &str = "UPDATE inbox_events SET status = $1, next_attempt_at = $2,
      last_error = COALESCE($3, last_error), processed_at = $4, dead_lettered_at = $5, ignored_reason = $6 \
      WHERE id = $7 AND status = 'processing' AND attempts = $8";
 
-/// PostgreSQL only: the fenced status change and its attempt record in one statement, so a
-/// completion is one round trip and one commit instead of four round trips.
-const FINISH_AND_RECORD_PG: &str = "WITH done AS (UPDATE inbox_events SET status = $1, \
-     next_attempt_at = $2, locked_until = NULL, last_error = COALESCE($3, last_error), \
-     processed_at = $4, dead_lettered_at = $5, ignored_reason = $6 \
-     WHERE id = $7 AND status = 'processing' AND attempts = $8 RETURNING id) \
-     INSERT INTO delivery_attempts (event_row, attempt, started_at, duration_ms, status_code, error, outcome) \
-     SELECT id, $8, $9, $10, $11, $12, $1 FROM done";
-
 const RECORD_ATTEMPT: &str = "INSERT INTO delivery_attempts \
      (event_row, attempt, started_at, duration_ms, status_code, error, outcome) \
      VALUES ($1, $2, $3, $4, $5, $6, $7)";
@@ -211,27 +202,6 @@ impl Inbox {
             dead,
             reason,
         } = finish_columns(completion, now);
-        if let (Inbox::Postgres(pool), Some(a)) = (self, attempt)
-            && !matches!(completion, Completion::Processed { version: Some(_) })
-        {
-            let recorded = sqlx::query(FINISH_AND_RECORD_PG)
-                .bind(status)
-                .bind(next)
-                .bind(error)
-                .bind(processed)
-                .bind(dead)
-                .bind(reason)
-                .bind(claimed.id)
-                .bind(claimed.attempt)
-                .bind(a.started_at)
-                .bind(a.duration_ms)
-                .bind(a.status_code)
-                .bind(&a.error)
-                .execute(pool)
-                .await?
-                .rows_affected();
-            return Ok(recorded > 0);
-        }
         backend!(self, pool => {
             let mut tx = pool.begin().await?;
             let updated = sqlx::query(FINISH)
