@@ -123,6 +123,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
 
     if phase(Phase::Delivery) {
+        env.analyze().await?;
         let pending = env.pending().await?;
         eprintln!("bench: worker delivery of {pending} events to a local sink");
         let workers = env.spawn_workers(args.worker_concurrency)?;

@@ -84,6 +84,15 @@ impl Env {
         Ok(())
     }
 
+    /// Refreshes the planner's statistics after a bulk load, as autovacuum would shortly after,
+    /// so the delivery phase measures steady state rather than the minute after the load.
+    pub async fn analyze(&self) -> anyhow::Result<()> {
+        sqlx::raw_sql("ANALYZE inbox_events")
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     pub async fn pending(&self) -> anyhow::Result<i64> {
         Ok(
             sqlx::query_scalar("SELECT COUNT(*) FROM inbox_events WHERE status = 'pending'")
