@@ -9,7 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_hookgate");
+mod common;
+
+use common::procs::{BIN, drop_database, free_port, fresh_database, wait_ready};
 
 const MANIFESTS: &str = r#"
 apiVersion: v1
@@ -25,14 +27,6 @@ spec:
   keys: [{id: k, secretRef: {name: keys, key: k}}]
   delivery: {url: "http://127.0.0.1:9/nowhere"}
 "#;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 struct Receiver {
     child: Child,
@@ -64,14 +58,7 @@ async fn start_receiver(dir: &Path, database_url: &str) -> Receiver {
         .stderr(std::fs::File::create(dir.join("receiver.log")).unwrap())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !reqwest::get(format!("http://127.0.0.1:{admin}/readyz"))
-        .await
-        .is_ok_and(|r| r.status() == 200)
-    {
-        assert!(Instant::now() < deadline, "receiver did not become ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_ready(&format!("http://127.0.0.1:{admin}/readyz"), "receiver").await;
     Receiver {
         child,
         url: format!("http://127.0.0.1:{port}"),
@@ -152,21 +139,6 @@ async fn stored_ids(database_url: &str) -> std::collections::HashSet<String> {
     .collect()
 }
 
-/// A fresh database on the server DATABASE_URL points at; dropped by the caller.
-async fn fresh_database() -> Option<(String, String)> {
-    let admin_url = std::env::var("DATABASE_URL").ok()?;
-    let name = format!("hookgate_fault_{:08x}", rand::random::<u32>());
-    let mut conn = PgConnection::connect(&admin_url).await.unwrap();
-    // The name is generated here (hex), not user input.
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let mut url = reqwest::Url::parse(&admin_url).unwrap();
-    url.set_path(&name);
-    Some((admin_url, url.to_string()))
-}
-
 fn count(answers: &[(String, u16)], status: u16) -> usize {
     answers.iter().filter(|(_, s)| *s == status).count()
 }
@@ -240,20 +212,6 @@ async fn receiver_killed_under_load_loses_no_acknowledged_event() {
     assert_nothing_acknowledged_is_lost("SIGKILL", &answers, &stored_ids(&url).await);
     drop(receiver);
     drop_database(&admin_url, &url).await;
-}
-
-async fn drop_database(admin_url: &str, url: &str) {
-    let name = reqwest::Url::parse(url)
-        .unwrap()
-        .path()
-        .trim_start_matches('/')
-        .to_string();
-    let mut conn = PgConnection::connect(admin_url).await.unwrap();
-    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-    )))
-    .execute(&mut conn)
-    .await;
 }
 
 /// A PostgreSQL cluster of the test's own (initdb + pg_ctl), so it can be stopped safely.
