@@ -50,9 +50,22 @@ fn alternate(iters: usize, mut a: impl FnMut() -> bool, mut b: impl FnMut() -> b
     (ra, rb)
 }
 
-fn headers(pairs: Vec<(String, String)>) -> anyhow::Result<HeaderMap> {
+/// The headers `scheme` puts on `body` signed with `key` at `now`.
+fn signed(
+    scheme: &Scheme,
+    key: &SigningKey,
+    body: &[u8],
+    now: chrono::DateTime<chrono::Utc>,
+) -> anyhow::Result<HeaderMap> {
+    let input = SignInput {
+        key_id: "v1",
+        timestamp: now.timestamp(),
+        event_id: "evt_1",
+        event_type: None,
+        body,
+    };
     let mut h = HeaderMap::new();
-    for (k, v) in pairs {
+    for (k, v) in scheme.sign(key, &input).map_err(anyhow::Error::msg)? {
         h.insert(HeaderName::try_from(k)?, HeaderValue::try_from(v)?);
     }
     Ok(h)
@@ -78,18 +91,7 @@ fn stripe(len: usize, iters: usize) -> anyhow::Result<Case> {
     );
     let body = body(len);
     let now = chrono::Utc::now();
-    let input = SignInput {
-        key_id: "v1",
-        timestamp: now.timestamp(),
-        event_id: "evt_1",
-        event_type: None,
-        body: &body,
-    };
-    let h = headers(
-        scheme
-            .sign(&SigningKey::Hmac(secret), &input)
-            .map_err(anyhow::Error::msg)?,
-    )?;
+    let h = signed(&scheme, &SigningKey::Hmac(secret), &body, now)?;
     let req = Unverified {
         headers: &h,
         body: &body,
@@ -140,21 +142,8 @@ spec:
     let route = table.iter().next().context("ed25519 route compiled")?;
     let body = body(len);
     let now = chrono::Utc::now();
-    let input = SignInput {
-        key_id: "v1",
-        timestamp: now.timestamp(),
-        event_id: "evt_1",
-        event_type: None,
-        body: &body,
-    };
     let signing = SigningKey::Ed25519(private.clone());
-    let h = headers(
-        route
-            .verifier
-            .scheme()
-            .sign(&signing, &input)
-            .map_err(anyhow::Error::msg)?,
-    )?;
+    let h = signed(route.verifier.scheme(), &signing, &body, now)?;
     let message = [format!("{}.", now.timestamp()).as_bytes(), &body[..]].concat();
     let sig = ed25519_dalek::Signer::sign(&private, &message);
     let req = Unverified {
