@@ -58,8 +58,7 @@ pub async fn run(
     }
     let metrics = Arc::new(Metrics::new());
     let targets = worker::targets(&table);
-    let receiver =
-        Receiver::new(table, inbox.clone(), metrics.clone()).with_group_commit(cfg.commit);
+    let receiver = Receiver::new(table, inbox.clone(), metrics.clone(), cfg.commit);
     let worker = cfg
         .worker
         .clone()

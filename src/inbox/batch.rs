@@ -100,9 +100,9 @@ async fn run<T: BatchTx>(tx: &mut T, events: &[NewEvent]) -> Result<Vec<InsertOu
 
     // 2. Events: the first of each (integration, event id) is inserted; later ones compare with it.
     let mut leaders = HashSet::new();
-    let (first, followers): (Vec<usize>, Vec<usize>) = live
-        .iter()
-        .partition(|&&i| leaders.insert(key_of(&events[i])));
+    let (first, followers): (Vec<usize>, Vec<usize>) = live.iter().partition(|&&i| {
+        leaders.insert((events[i].integration.as_str(), events[i].event_id.as_str()))
+    });
     let refs: Vec<&NewEvent> = first.iter().map(|&i| &events[i]).collect();
     let ids = if refs.is_empty() {
         HashMap::new()

@@ -134,9 +134,6 @@ impl NewEvent {
     pub fn key_id(&self) -> &str {
         self.verified.key_id()
     }
-    pub fn needs_nonce(&self) -> bool {
-        self.needs_nonce
-    }
 }
 
 /// The domain outcome of an insert. Unique-key collisions are outcomes, not errors.

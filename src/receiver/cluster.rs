@@ -100,9 +100,13 @@ pub async fn run(
         .map_err(|e| crate::Error::Config(format!("cannot reach the Kubernetes API: {e}")))?;
     let inbox = crate::inbox::Inbox::connect(&cfg.database_url).await?;
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
-    let receiver = Receiver::new(super::route::RouteTable::default(), inbox, metrics.clone())
-        .with_group_commit(cfg.commit)
-        .awaiting_routes();
+    let receiver = Receiver::new(
+        super::route::RouteTable::default(),
+        inbox,
+        metrics.clone(),
+        cfg.commit,
+    )
+    .awaiting_routes();
     let watch = tokio::spawn({
         let receiver = receiver.clone();
         watch_routes(client, cfg.namespace.clone(), move |table| {

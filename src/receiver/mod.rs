@@ -38,10 +38,15 @@ pub struct Receiver {
 
 impl Receiver {
     /// Must be called within a Tokio runtime: it starts the group-commit task.
-    pub fn new(routes: RouteTable, inbox: Inbox, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        routes: RouteTable,
+        inbox: Inbox,
+        metrics: Arc<Metrics>,
+        commit: GroupCommitConfig,
+    ) -> Self {
         let intake = GroupCommit::start(
             inbox.clone(),
-            GroupCommitConfig::default(),
+            commit,
             Some(metrics.intake_batch_size.clone()),
         );
         Self {
@@ -60,7 +65,7 @@ impl Receiver {
         self
     }
 
-    /// Replaces the default group-commit settings (the previous batching task winds down).
+    /// Replaces the group-commit settings (the previous batching task winds down).
     pub fn with_group_commit(mut self, cfg: GroupCommitConfig) -> Self {
         self.intake = GroupCommit::start(
             self.inbox.clone(),

@@ -111,8 +111,13 @@ pub fn harness_with(inbox: Inbox, yaml: &str) -> Harness {
     let now = Arc::new(Mutex::new(t0()));
     let clock = now.clone();
     let metrics = Arc::new(Metrics::new());
-    let receiver = Receiver::new(manifests.route_table().unwrap(), inbox, metrics.clone())
-        .with_clock(Arc::new(move || *clock.lock().unwrap()));
+    let receiver = Receiver::new(
+        manifests.route_table().unwrap(),
+        inbox,
+        metrics.clone(),
+        Default::default(),
+    )
+    .with_clock(Arc::new(move || *clock.lock().unwrap()));
     Harness {
         receiver,
         manifests,
