@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The one command that runs every test: `tests/run.sh` (extra args go to `cargo test`).
 #
-# Tests need PostgreSQL. With DATABASE_URL set (a superuser URL: each test creates its own database)
-# it is used as is; otherwise a throwaway cluster is started from the system's initdb/pg_ctl in a
-# temporary directory and removed afterwards.
+# Needs Rust and PostgreSQL; Go for the cluster suite. With DATABASE_URL set (a superuser URL: each
+# test creates its own database) it is used as is; otherwise a throwaway cluster is started from
+# the system's initdb/pg_ctl in a temporary directory and removed afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,8 +59,16 @@ fi
 if cargo fmt --version >/dev/null 2>&1; then
   cargo fmt --all -- --check
 fi
-if [ -z "${KUBECONFIG:-}" ]; then
-  echo "tests/run.sh: the cluster e2e suite (tests/e2e_cluster.rs) is skipped: KUBECONFIG is not set"
+# The cluster suite (tests/kube/) runs hookgate against a real kube-apiserver + etcd built with Go
+# (tests/kube/build.sh, cached). Without Go it is skipped, unless HOOKGATE_REQUIRE_CLUSTER=1 (CI).
+if command -v go >/dev/null 2>&1 || [ -n "${HOOKGATE_KUBE_BIN:-}" ]; then
+  tests/kube/build.sh >/dev/null
+  tests/kube/tools.sh >/dev/null
+elif [ "${HOOKGATE_REQUIRE_CLUSTER:-}" = 1 ]; then
+  echo "tests/run.sh: HOOKGATE_REQUIRE_CLUSTER=1 but Go is not installed: cannot build kube-apiserver" >&2
+  exit 2
+else
+  echo "tests/run.sh: the cluster suite (tests/kube) is skipped: Go is not installed, so kube-apiserver cannot be built"
 fi
 # The Helm chart, the Dockerfile and .dockerignore: helm v4 and checkov come from PyPI and are
 # cached under ${XDG_CACHE_HOME:-~/.cache}/hookgate. HOOKGATE_SKIP_CHART_TESTS=1 skips them.

@@ -55,7 +55,9 @@ pub struct WebhookIntegrationSpec {
     pub replay: Option<ReplaySpec>,
     /// Keys that may sign, oldest first; the last key that is not retired is the active one.
     /// May be empty only with `rotation.generate`, where the controller adds its own keys.
+    // A list map keyed by id: the API server refuses a repeated id, as standalone validation does.
     #[serde(default)]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["id"]))]
     pub keys: Vec<KeySpec>,
     /// Which event types are delivered; others are recorded as `ignored`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

