@@ -16,6 +16,8 @@ pub mod plugin;
 pub mod receiver;
 pub mod send;
 pub mod standalone;
+pub mod tls;
+pub mod watch_backoff;
 pub mod worker;
 
 pub use error::{Error, Result};

@@ -740,3 +740,40 @@ async fn claim_walks_indexes_instead_of_scanning_the_inbox(pool: PgPool) {
     assert!(plan.contains("inbox_events_due"), "{plan}");
     assert!(plan.contains("inbox_events_leases"), "{plan}");
 }
+
+/// A cluster worker learns its targets from a watch. Until the first complete list arrives it
+/// claims nothing: an event claimed earlier would be deferred for a minute as unconfigured.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_worker_claims_nothing_until_its_targets_are_loaded(pool: PgPool) {
+    let s = Setup::new(Inbox::Postgres(pool)).await;
+    s.event("w/orders", "early", "{}").await;
+    let w = Worker::new(
+        s.h.receiver.inbox().clone(),
+        Default::default(),
+        cfg(),
+        Arc::new(Metrics::new()),
+    )
+    .awaiting_targets();
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn({
+        let w = w.clone();
+        async move {
+            w.run(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (status, attempts, error, _) = s.row("early").await;
+    assert_eq!(
+        (status.as_str(), attempts, error),
+        ("pending", 0, None),
+        "not claimed while targets are unknown"
+    );
+    w.swap_targets(worker::targets(&s.h.receiver.routes()));
+    assert_eq!(s.dest.wait_for(1, Duration::from_secs(10)).await.len(), 1);
+    stop.send(true).unwrap();
+    run.await.unwrap();
+    assert_eq!(s.row("early").await.0, "processed");
+}

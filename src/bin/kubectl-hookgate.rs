@@ -3,5 +3,6 @@
 
 #[tokio::main]
 async fn main() {
+    hookgate::tls::install_crypto_provider();
     hookgate::plugin::main().await
 }

@@ -116,7 +116,8 @@ fn controller(client: &Client, cfg: &Config, ctx: Arc<Context>) -> impl Future<O
         ),
         None => (Api::all(client.clone()), Api::all(client.clone())),
     };
-    let controller = Controller::new(wis, watcher::Config::default());
+    let controller = Controller::new(wis, watcher::Config::default())
+        .trigger_backoff(crate::watch_backoff::WatchBackoff::default());
     let store = controller.store();
     controller
         .watches(

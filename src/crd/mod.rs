@@ -237,6 +237,7 @@ pub struct RetrySpec {
     /// Delay before each retry; an event gets one attempt plus one per entry, then is
     /// dead-lettered. Default `[30s, 2m, 10m, 1h, 6h, 24h]`; each delay gets ±10 % jitter.
     #[serde(default)]
+    #[schemars(inner(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$")))]
     pub schedule: Vec<String>,
 }
 
@@ -269,14 +270,15 @@ pub struct RetentionSpec {
 pub struct Limits {
     /// Largest accepted body in bytes. Default 1048576 (1 MiB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 67108864))]
+    // Kubernetes knows int32/int64 only; it warns on schemars' uint formats at every apply.
+    #[schemars(range(min = 1, max = 67108864), extend("format" = "int64"))]
     pub max_body_bytes: Option<u64>,
     /// Sustained requests per second for this route. Default: unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1), extend("format" = "int32"))]
     pub requests_per_second: Option<u32>,
     /// Requests allowed in a burst above the rate. Default: `requestsPerSecond`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1), extend("format" = "int32"))]
     pub burst: Option<u32>,
 }

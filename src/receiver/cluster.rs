@@ -63,7 +63,9 @@ pub async fn watch_routes(
 ) {
     let api: Api<Secret> = Api::namespaced(client, &namespace);
     let config = watcher::Config::default().labels(ROUTE_LABEL);
-    let mut events = watcher::watcher(api, config).default_backoff().boxed();
+    let mut events = watcher::watcher(api, config)
+        .backoff(crate::watch_backoff::WatchBackoff::default())
+        .boxed();
     let mut state = RouteSecrets::default();
     while let Some(event) = events.next().await {
         match event {

@@ -149,6 +149,14 @@ impl Worker {
                     _ = tasks.join_next() => continue,
                 }
             }
+            // A cluster worker learns its targets from a watch: an event claimed before the
+            // first complete list would be deferred for a minute as unconfigured.
+            if !self.targets_loaded() {
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    _ = tokio::time::sleep(cfg.poll) => continue,
+                }
+            }
             let now = Utc::now();
             let lease =
                 chrono::Duration::from_std(cfg.lease).unwrap_or(chrono::Duration::seconds(60));

@@ -1,7 +1,7 @@
 //! What most cluster tests need: the CRD, a namespace, a Helm release of the chart, tokens minted
 //! for its ServiceAccounts, and hookgate's roles running as host processes with those tokens.
 
-use crate::harness::ApiServer;
+use crate::harness::{self, ApiServer};
 use crate::procs::{self, BIN, Proc, free_port};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -16,6 +16,13 @@ pub fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// `hookgate <args>` (the binary under test).
+pub fn hookgate(args: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args);
+    cmd
+}
+
 /// Runs a command, returns (success, stdout, stderr), optionally with stdin.
 pub fn output(mut cmd: Command, stdin: Option<&str>) -> (bool, String, String) {
     cmd.current_dir(root())
@@ -24,7 +31,8 @@ pub fn output(mut cmd: Command, stdin: Option<&str>) -> (bool, String, String) {
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn");
     let mut pipe = child.stdin.take().unwrap();
-    pipe.write_all(stdin.unwrap_or_default().as_bytes()).unwrap();
+    pipe.write_all(stdin.unwrap_or_default().as_bytes())
+        .unwrap();
     drop(pipe);
     let out = child.wait_with_output().unwrap();
     (
@@ -92,7 +100,10 @@ impl ApiServer {
 pub async fn wait_for(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
     let deadline = Instant::now() + within;
     while !check().await {
-        assert!(Instant::now() < deadline, "timed out after {within:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
@@ -119,17 +130,30 @@ impl Release {
         let name = format!("hg{}", crate::random_hex(3));
         ok(
             server.helm(&[
-                "install", &name, CHART, "-n", &namespace, "--no-hooks",
-                "--set", &format!("database.url={database_url}"),
-                "--set", &format!("controller.watchNamespace={tenant}"),
+                "install",
+                &name,
+                CHART,
+                "-n",
+                &namespace,
+                "--no-hooks",
+                "--set",
+                &format!("database.url={database_url}"),
+                "--set",
+                &format!("controller.watchNamespace={tenant}"),
             ]),
             None,
         );
         ok(
-            Command::new(BIN).args(["migrate", "--database-url", &database_url]),
+            hookgate(&["migrate", "--database-url", &database_url]),
             None,
         );
-        Release { name, namespace, tenant, database_url, admin_db_url }
+        Release {
+            name,
+            namespace,
+            tenant,
+            database_url,
+            admin_db_url,
+        }
     }
 
     pub fn service_account(&self, role: &str) -> String {
@@ -153,28 +177,68 @@ pub struct Role {
     pub log: PathBuf,
 }
 
+impl Drop for Role {
+    /// A failing test shows what each of its roles logged last.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let logs = self.logs();
+            let tail: Vec<&str> = logs
+                .lines()
+                .rev()
+                .take(
+                    std::env::var("HOOKGATE_TEST_LOG_LINES")
+                        .ok()
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or(30),
+                )
+                .collect();
+            let name = self.log.file_name().unwrap().to_string_lossy();
+            eprintln!("--- last lines of {name}:");
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+    }
+}
+
 impl Role {
     /// `hookgate <args…>` with `KUBECONFIG` set, logging to a file under the server's directory.
     pub fn start(server: &ApiServer, kubeconfig: &Path, name: &str, args: &[String]) -> Role {
         let admin = free_port();
-        let log = server.dir().join(format!("{name}-{}.log", crate::random_hex(2)));
+        let log = server
+            .dir()
+            .join(format!("{name}-{}.log", crate::random_hex(2)));
         let file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(BIN)
-            .args(args)
+        let mut cmd = harness::deathbound(Path::new(BIN));
+        cmd.args(args)
             .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
             .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "info")
+            .env(
+                "RUST_LOG",
+                std::env::var("HOOKGATE_TEST_LOG").unwrap_or("info".into()),
+            )
             .stdout(file.try_clone().unwrap())
-            .stderr(file)
-            .spawn()
-            .unwrap();
-        Role { proc: Proc(child), listen: None, admin, log }
+            .stderr(file);
+        let child = harness::spawn(cmd);
+        Role {
+            proc: Proc(child),
+            listen: None,
+            admin,
+            log,
+        }
     }
 
     pub fn controller(server: &ApiServer, r: &Release, identity: &str) -> Role {
         let args = [
-            "controller", "--namespace", &r.namespace, "--watch-namespace", &r.tenant,
-            "--identity", identity, "--database-url", &r.database_url,
+            "controller",
+            "--namespace",
+            &r.namespace,
+            "--watch-namespace",
+            &r.tenant,
+            "--identity",
+            identity,
+            "--database-url",
+            &r.database_url,
         ];
         let kc = r.kubeconfig(server, "controller");
         Role::start(server, &kc, identity, &args.map(String::from))
@@ -183,9 +247,13 @@ impl Role {
     pub fn receiver(server: &ApiServer, r: &Release) -> Role {
         let port = free_port();
         let args = [
-            "receiver".to_string(), "--namespace".into(), r.namespace.clone(),
-            "--database-url".into(), r.database_url.clone(),
-            "--listen".into(), format!("127.0.0.1:{port}"),
+            "receiver".to_string(),
+            "--namespace".into(),
+            r.namespace.clone(),
+            "--database-url".into(),
+            r.database_url.clone(),
+            "--listen".into(),
+            format!("127.0.0.1:{port}"),
         ];
         let kc = r.kubeconfig(server, "receiver");
         let mut role = Role::start(server, &kc, "receiver", &args);
@@ -195,15 +263,23 @@ impl Role {
 
     pub fn worker(server: &ApiServer, r: &Release) -> Role {
         let args = [
-            "worker", "--namespace", &r.namespace, "--database-url", &r.database_url,
-            "--poll", "100ms",
+            "worker",
+            "--namespace",
+            &r.namespace,
+            "--database-url",
+            &r.database_url,
+            "--poll",
+            "100ms",
         ];
         let kc = r.kubeconfig(server, "worker");
         Role::start(server, &kc, "worker", &args.map(String::from))
     }
 
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.listen.expect("a listening role"))
+        format!(
+            "http://127.0.0.1:{}",
+            self.listen.expect("a listening role")
+        )
     }
 
     pub fn logs(&self) -> String {
@@ -224,20 +300,37 @@ pub struct Signer {
 
 impl Signer {
     pub async fn fetch(client: &kube::Client, ns: &str, name: &str) -> Signer {
+        use hookgate::controller::generated;
         use hookgate::crd::WebhookIntegration;
         use k8s_openapi::api::core::v1::Secret;
         let wi = kube::Api::<WebhookIntegration>::namespaced(client.clone(), ns)
             .get(name)
             .await
             .unwrap();
+        let mut wi = wi;
         let mut secrets = hookgate::receiver::route::Secrets::new();
         for s in kube::Api::<Secret>::namespaced(client.clone(), ns)
             .list(&Default::default())
             .await
             .unwrap()
         {
-            let data = s.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
-            secrets.insert((ns.to_string(), s.metadata.name.unwrap()), data);
+            let data: std::collections::BTreeMap<String, Vec<u8>> = s
+                .data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.0))
+                .collect();
+            let secret = s.metadata.name.unwrap();
+            // Keys the controller generated are in its own Secret, not in spec.keys.
+            if wi.spec.rotation.as_ref().is_some_and(|r| r.generate)
+                && secret == generated::secret_name(name)
+            {
+                let ids = data.keys().cloned().collect();
+                wi.spec
+                    .keys
+                    .extend(generated::Owned::new(ids, None).key_specs(name));
+            }
+            secrets.insert((ns.to_string(), secret), data);
         }
         Signer { wi, secrets }
     }
@@ -296,4 +389,26 @@ pub fn condition<'a>(obj: &'a serde_json::Value, type_: &str) -> Option<&'a serd
         .as_array()?
         .iter()
         .find(|c| c["type"] == type_)
+}
+
+/// Waits until `ns/name` is Ready; on timeout the panic shows its status.
+pub async fn wait_ready(
+    server: &ApiServer,
+    ns: &str,
+    name: &str,
+    within: Duration,
+) -> serde_json::Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let wi = get_json(server, &["whi", name, "-n", ns]);
+        if condition(&wi, "Ready").is_some_and(|c| c["status"] == "True") {
+            return wi;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{ns}/{name} not Ready within {within:?}; status: {}",
+            serde_json::to_string_pretty(&wi["status"]).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }

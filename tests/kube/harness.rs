@@ -47,7 +47,9 @@ fn tools() -> Result<&'static Tools, String> {
             if Command::new("go").arg("version").output().is_err()
                 && std::env::var_os("HOOKGATE_KUBE_BIN").is_none()
             {
-                return Err("Go is not installed, so kube-apiserver and etcd cannot be built".into());
+                return Err(
+                    "Go is not installed, so kube-apiserver and etcd cannot be built".into(),
+                );
             }
             let bin = run_script("tests/kube/build.sh")?;
             let cache = run_script("tests/kube/tools.sh")?;
@@ -64,7 +66,7 @@ fn tools() -> Result<&'static Tools, String> {
 
 /// Spawns every control-plane child from one thread that never exits, so that `--pdeathsig`
 /// (which fires when the spawning *thread* ends) fires only when the test process ends.
-fn spawn(cmd: Command) -> Child {
+pub fn spawn(cmd: Command) -> Child {
     type Req = (Command, mpsc::Sender<std::io::Result<Child>>);
     static KEEPER: OnceLock<Mutex<mpsc::Sender<Req>>> = OnceLock::new();
     let keeper = KEEPER.get_or_init(|| {
@@ -82,10 +84,10 @@ fn spawn(cmd: Command) -> Child {
     });
     let (tx, rx) = mpsc::channel();
     keeper.lock().unwrap().send((cmd, tx)).unwrap();
-    rx.recv().unwrap().expect("spawn a control-plane process")
+    rx.recv().unwrap().expect("spawn a child process")
 }
 
-fn deathbound(bin: &Path) -> Command {
+pub fn deathbound(bin: &Path) -> Command {
     let mut cmd = Command::new("setpriv");
     cmd.args(["--pdeathsig", "KILL", "--"]).arg(bin);
     cmd
@@ -108,16 +110,22 @@ fn openssl(dir: &Path, args: &[&str]) {
 fn make_credentials(dir: &Path, admin_token: &str) {
     let ec = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes";
     let run = |line: String| openssl(dir, &line.split_whitespace().collect::<Vec<_>>());
-    run(format!("req -x509 -days 2 {ec} -keyout ca.key -out ca.crt -subj /CN=hookgate-test-ca"));
-    run(format!("req {ec} -keyout serving.key -out serving.csr -subj /CN=localhost"));
+    run(format!(
+        "req -x509 -days 2 {ec} -keyout ca.key -out ca.crt -subj /CN=hookgate-test-ca"
+    ));
+    run(format!(
+        "req {ec} -keyout serving.key -out serving.csr -subj /CN=localhost"
+    ));
     std::fs::write(
         dir.join("serving.ext"),
         "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
     )
     .unwrap();
-    run("x509 -req -in serving.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out serving.crt \
+    run(
+        "x509 -req -in serving.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out serving.crt \
          -days 2 -extfile serving.ext"
-        .into());
+            .into(),
+    );
     run("genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.key".into());
     run("pkey -in sa.key -pubout -out sa.pub".into());
     std::fs::write(
@@ -188,6 +196,8 @@ impl ApiServer {
             format!("--etcd-servers=http://127.0.0.1:{client}"),
             "--bind-address=127.0.0.1".into(),
             "--advertise-address=127.0.0.1".into(),
+            // The default reconciler refuses a loopback address for the `kubernetes` Service.
+            "--endpoint-reconciler-type=none".into(),
             format!("--secure-port={port}"),
             format!("--cert-dir={}", d("certs")),
             format!("--tls-cert-file={}", d("serving.crt")),
@@ -234,7 +244,9 @@ impl ApiServer {
     /// Writes a kubeconfig with a bearer token (and a default namespace) and returns its path.
     pub fn write_kubeconfig(&self, name: &str, token: &str, namespace: Option<&str>) -> PathBuf {
         let ca = self.dir.path().join("ca.crt");
-        let ns = namespace.map(|n| format!("\n    namespace: {n}")).unwrap_or_default();
+        let ns = namespace
+            .map(|n| format!("\n    namespace: {n}"))
+            .unwrap_or_default();
         let text = format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: user\n  user:\n    token: {token}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: user{ns}\ncurrent-context: test\n",
             self.url(),
@@ -278,10 +290,12 @@ impl ApiServer {
             if out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok" {
                 return;
             }
-            if let Some(child) = self.apiserver.lock().unwrap().as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    panic!("kube-apiserver exited ({status}):\n{}", self.log_tail());
-                }
+            let exited = match self.apiserver.lock().unwrap().as_mut() {
+                Some(child) => child.try_wait().ok().flatten(),
+                None => None,
+            };
+            if let Some(status) = exited {
+                panic!("kube-apiserver exited ({status}):\n{}", self.log_tail());
             }
             assert!(
                 Instant::now() < deadline,
@@ -293,8 +307,8 @@ impl ApiServer {
     }
 
     pub fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(self.dir.path().join("kube-apiserver.log"))
-            .unwrap_or_default();
+        let log =
+            std::fs::read_to_string(self.dir.path().join("kube-apiserver.log")).unwrap_or_default();
         let lines: Vec<_> = log.lines().rev().take(40).collect();
         lines.into_iter().rev().collect::<Vec<_>>().join("\n")
     }

@@ -3,10 +3,8 @@
 //! for rollouts, and the migration hook is handled by hand: its objects are created to prove the
 //! API server admits them, and its command (`hookgate migrate`) runs as a host process.
 
-use crate::fixtures::{CHART, CRD, ok, output};
+use crate::fixtures::{CHART, CRD, hookgate, ok, output};
 use crate::harness::ApiServer;
-use crate::procs::BIN;
-use std::process::Command;
 
 /// A stand-in for the Prometheus Operator's ServiceMonitor CRD (not installable here), so the
 /// production values' ServiceMonitor is created like the rest.
@@ -28,7 +26,10 @@ spec:
 
 /// Every object of a release's manifest exists; returns how many there are.
 fn all_exist(server: &ApiServer, manifest: &str) -> usize {
-    let names = ok(server.kubectl(&["get", "-f", "-", "-o", "name"]), Some(manifest));
+    let names = ok(
+        server.kubectl(&["get", "-f", "-", "-o", "name"]),
+        Some(manifest),
+    );
     names.lines().count()
 }
 
@@ -43,33 +44,65 @@ fn install(server: &ApiServer, release: &str, ns: &str, extra: &[&str]) -> Strin
 /// command as a host process against a real database.
 async fn run_hooks(server: &ApiServer, release: &str, ns: &str) {
     let hooks = ok(server.helm(&["get", "hooks", release, "-n", ns]), None);
-    assert!(hooks.contains("kind: Job") && hooks.contains("migrate"), "{hooks}");
-    let created = ok(server.kubectl(&["create", "-n", ns, "-f", "-", "-o", "name"]), Some(&hooks));
-    assert!(created.contains(&format!("job.batch/{release}-hookgate-migrate")), "{created}");
-    let (admin, url) = crate::procs::fresh_database().await.expect("DATABASE_URL is set");
-    ok(Command::new(BIN).args(["migrate", "--database-url", &url]), None);
+    assert!(
+        hooks.contains("kind: Job") && hooks.contains("migrate"),
+        "{hooks}"
+    );
+    let created = ok(
+        server.kubectl(&["create", "-n", ns, "-f", "-", "-o", "name"]),
+        Some(&hooks),
+    );
+    assert!(
+        created.contains(&format!("job.batch/{release}-hookgate-migrate")),
+        "{created}"
+    );
+    let (admin, url) = crate::procs::fresh_database()
+        .await
+        .expect("DATABASE_URL is set");
+    ok(hookgate(&["migrate", "--database-url", &url]), None);
     crate::procs::drop_database(&admin, &url).await;
 }
 
 fn deployment_replicas(server: &ApiServer, ns: &str, name: &str) -> String {
-    ok(server.kubectl(&["get", "deployment", name, "-n", ns, "-o", "jsonpath={.spec.replicas}"]), None)
+    ok(
+        server.kubectl(&[
+            "get",
+            "deployment",
+            name,
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ]),
+        None,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn helm_installs_upgrades_and_uninstalls_the_chart() {
-    let Some(server) = ApiServer::shared() else { return };
+    let Some(server) = ApiServer::shared() else {
+        return;
+    };
     server.ensure_crd();
-    assert_eq!(
-        std::fs::read_to_string(crate::fixtures::root().join(CRD)).unwrap(),
-        ok(server.helm(&["show", "crds", CHART]), None).trim_start_matches("---\n"),
-        "the chart's CRD is crds/'s"
+    let committed = std::fs::read_to_string(crate::fixtures::root().join(CRD)).unwrap();
+    let shown = ok(server.helm(&["show", "crds", CHART]), None);
+    assert!(
+        shown.trim_start_matches("---\n").trim() == committed.trim(),
+        "the chart's CRD (helm show crds) differs from {CRD}"
     );
 
     // Default values, with the database URL in a Secret of the user's.
     let ns = server.namespace("helm");
     ok(
-        server.kubectl(&["create", "secret", "generic", "db", "-n", &ns,
-            "--from-literal=DATABASE_URL=postgres://hookgate:pw@db:5432/hookgate"]),
+        server.kubectl(&[
+            "create",
+            "secret",
+            "generic",
+            "db",
+            "-n",
+            &ns,
+            "--from-literal=DATABASE_URL=postgres://hookgate:pw@db:5432/hookgate",
+        ]),
         None,
     );
     let manifest = install(server, "hg", &ns, &["--set", "database.existingSecret=db"]);
@@ -79,38 +112,99 @@ async fn helm_installs_upgrades_and_uninstalls_the_chart() {
     run_hooks(server, "hg", &ns).await;
 
     // helm upgrade with changed values reaches the objects.
-    assert_eq!(deployment_replicas(server, &ns, "hg-hookgate-receiver"), "2");
+    assert_eq!(
+        deployment_replicas(server, &ns, "hg-hookgate-receiver"),
+        "2"
+    );
     ok(
-        server.helm(&["upgrade", "hg", CHART, "-n", &ns, "--no-hooks", "--reuse-values",
-            "--set", "receiver.replicas=3", "--set", "worker.concurrency=8"]),
+        server.helm(&[
+            "upgrade",
+            "hg",
+            CHART,
+            "-n",
+            &ns,
+            "--no-hooks",
+            "--reuse-values",
+            "--set",
+            "receiver.replicas=3",
+            "--set",
+            "worker.concurrency=8",
+        ]),
         None,
     );
-    assert_eq!(deployment_replicas(server, &ns, "hg-hookgate-receiver"), "3");
-    let args = ok(server.kubectl(&["get", "deployment", "hg-hookgate-worker", "-n", &ns,
-        "-o", "jsonpath={.spec.template.spec.containers[0].args}"]), None);
+    assert_eq!(
+        deployment_replicas(server, &ns, "hg-hookgate-receiver"),
+        "3"
+    );
+    let args = ok(
+        server.kubectl(&[
+            "get",
+            "deployment",
+            "hg-hookgate-worker",
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].args}",
+        ]),
+        None,
+    );
     assert!(args.contains(r#""--concurrency","8""#), "{args}");
 
     // helm uninstall removes what it created (the CRD stays, as Helm does for crds/).
     ok(server.helm(&["uninstall", "hg", "-n", &ns]), None);
-    let (_, left, _) = output(server.kubectl(&["get", "-f", "-", "-o", "name"]), Some(&manifest));
+    let (_, left, _) = output(
+        server.kubectl(&["get", "-f", "-", "-o", "name"]),
+        Some(&manifest),
+    );
     assert_eq!(left.trim(), "", "objects left after uninstall");
-    ok(server.kubectl(&["get", "crd", "webhookintegrations.hookgate.dev"]), None);
+    ok(
+        server.kubectl(&["get", "crd", "webhookintegrations.hookgate.dev"]),
+        None,
+    );
 
     // values-production.yaml (its database Secret is the user's, by name).
     server.apply(SERVICE_MONITOR_CRD);
-    ok(server.kubectl(&["wait", "--for=condition=Established", "--timeout=60s",
-        "crd/servicemonitors.monitoring.coreos.com"]), None);
-    let prod = server.namespace("helm-prod");
     ok(
-        server.kubectl(&["create", "secret", "generic", "hookgate-database", "-n", &prod,
-            "--from-literal=DATABASE_URL=postgres://hookgate:pw@db:5432/hookgate"]),
+        server.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/servicemonitors.monitoring.coreos.com",
+        ]),
         None,
     );
-    let manifest = install(server, "hgp", &prod, &["-f", "charts/hookgate/values-production.yaml"]);
+    let prod = server.namespace("helm-prod");
+    ok(
+        server.kubectl(&[
+            "create",
+            "secret",
+            "generic",
+            "hookgate-database",
+            "-n",
+            &prod,
+            "--from-literal=DATABASE_URL=postgres://hookgate:pw@db:5432/hookgate",
+        ]),
+        None,
+    );
+    let manifest = install(
+        server,
+        "hgp",
+        &prod,
+        &["-f", "charts/hookgate/values-production.yaml"],
+    );
     let objects = all_exist(server, &manifest);
     println!("production values: {objects} objects created");
-    for kind in ["HorizontalPodAutoscaler", "NetworkPolicy", "Ingress", "ServiceMonitor", "PodDisruptionBudget"] {
-        assert!(manifest.contains(&format!("kind: {kind}")), "production renders a {kind}");
+    for kind in [
+        "HorizontalPodAutoscaler",
+        "NetworkPolicy",
+        "Ingress",
+        "ServiceMonitor",
+        "PodDisruptionBudget",
+    ] {
+        assert!(
+            manifest.contains(&format!("kind: {kind}")),
+            "production renders a {kind}"
+        );
     }
     run_hooks(server, "hgp", &prod).await;
     ok(server.helm(&["uninstall", "hgp", "-n", &prod]), None);

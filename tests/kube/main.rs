@@ -6,6 +6,7 @@
 //! Without Go (so without kube-apiserver) every test prints why it is skipped, unless
 //! HOOKGATE_REQUIRE_CLUSTER=1, which CI sets, turns the skip into a failure.
 
+#[allow(dead_code)]
 #[path = "../common/destination.rs"]
 mod destination;
 #[path = "../common/procs.rs"]

