@@ -1,4 +1,4 @@
-// Builds a real kube-apiserver and etcd for the cluster suite (tests/kube/README.md).
+// Builds a real kube-apiserver and etcd for the cluster suite (README: Testing against a real API server).
 module hookgate.test/kube
 
 go 1.26.0
