@@ -103,6 +103,65 @@ fn a_broken_or_conflicting_route_secret_costs_only_that_route() {
     assert!(table.get("/hooks/t/stripe").is_some());
 }
 
+/// Two namespaces' integrations claim one path: receivers route it to the one created first,
+/// whatever their names sort as (before, the name sorting first won: `a` could take `z`'s path).
+#[test]
+fn a_path_claimed_twice_goes_to_the_first_claimant_not_the_first_name() {
+    let yaml = |ns: &str, created: &str, uid: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: k, namespace: {ns}}}\nstringData: {{v1: whsec_{ns}}}\n---\napiVersion: hookgate.dev/v1alpha1\nkind: WebhookIntegration\nmetadata: {{name: stripe, namespace: {ns}, creationTimestamp: \"{created}\", uid: {uid}}}\nspec:\n  path: /hooks/payments/stripe\n  scheme: {{type: stripe}}\n  keys: [{{id: v1, secretRef: {{name: k, key: v1}}}}]\n  delivery: {{url: \"http://{ns}.example/hooks\"}}\n"
+        )
+    };
+    let owner = load(&yaml("zpayments", "2026-01-01T00:00:00Z", "u-owner"));
+    let attacker = load(&yaml("aattacker", "2026-02-01T00:00:00Z", "u-attacker"));
+    let owner_secret = secret_for(&owner, "zpayments/stripe", &[None]);
+    let attacker_secret = secret_for(&attacker, "aattacker/stripe", &[None]);
+    assert!(attacker_secret.name_any() < owner_secret.name_any());
+    let annotations = owner_secret.annotations();
+    assert_eq!(
+        annotations[compiled::PATH_ANNOTATION],
+        "/hooks/payments/stripe"
+    );
+    assert_eq!(
+        annotations[compiled::CLAIMED_AT_ANNOTATION],
+        "2026-01-01T00:00:00Z"
+    );
+    for secrets in [
+        [owner_secret.clone(), attacker_secret.clone()],
+        [attacker_secret.clone(), owner_secret.clone()],
+    ] {
+        let table = compiled::table(&secrets);
+        assert_eq!(table.len(), 1);
+        let route = table.get("/hooks/payments/stripe").unwrap();
+        assert_eq!(route.integration, "zpayments/stripe");
+    }
+}
+
+/// Label values and Secret names stay within Kubernetes' limits for the longest valid names.
+#[test]
+fn route_names_and_labels_fit_for_any_valid_namespace_and_name() {
+    let ns = "n".repeat(63);
+    let name = "w".repeat(253);
+    let label = compiled::label_value(&ns, &name);
+    assert!(
+        label.len() <= 63 && label.chars().all(|c| c.is_ascii_alphanumeric()),
+        "{label}"
+    );
+    assert_ne!(
+        label,
+        compiled::label_value(&ns, &"v".repeat(253)),
+        "distinct integrations, distinct labels"
+    );
+    assert!(compiled::secret_name(&ns, &name).len() <= 253);
+    assert_eq!(
+        compiled::label_value("pay", "stripe"),
+        "pay.stripe",
+        "short ones stay readable"
+    );
+    let generated = hookgate::controller::generated::secret_name(&name);
+    assert!(generated.len() <= 253, "{} characters", generated.len());
+}
+
 /// A request that started on the old table finishes on it, even if the table is swapped while
 /// its body is still arriving; the next request sees the new table.
 #[sqlx::test(migrations = "migrations/postgres")]

@@ -4,7 +4,8 @@
 mod common;
 
 use chrono::{DateTime, Duration, Utc};
-use hookgate::controller::plan::{self, Inputs, Plan, RESYNC, RETRY_MISSING};
+use hookgate::controller::ownership::Claim;
+use hookgate::controller::plan::{self, Inputs, Plan, RESYNC, RETRY_CONFLICT, RETRY_MISSING};
 use hookgate::crd::WebhookIntegration;
 use std::collections::HashMap;
 
@@ -54,6 +55,7 @@ impl World {
             secrets: &self.m.secrets,
             missing: &[],
             last_used: &HashMap::new(),
+            claims: &[],
             now,
         })
     }
@@ -167,6 +169,7 @@ fn missing_secret_is_a_false_condition_with_a_bounded_retry() {
         secrets: &Default::default(),
         missing: &["stripe-keys".to_string()],
         last_used: &HashMap::new(),
+        claims: &[],
         now: at("2026-12-01T00:00:00Z"),
     });
     assert_eq!(cond(&p, "KeysReady").status, "False");
@@ -226,6 +229,7 @@ fn a_retiring_key_still_in_use_raises_a_warning() {
         secrets: &w2.m.secrets,
         missing: &[],
         last_used: &last_used,
+        claims: &[],
         now: t0 + Duration::hours(1),
     });
     assert_eq!(cond(&p, "RetiringKeyInUse").status, "True");
@@ -238,4 +242,69 @@ fn a_retiring_key_still_in_use_raises_a_warning() {
         p.status.keys[0].last_used_at.as_deref(),
         Some("2026-12-01T00:50:00Z")
     );
+}
+
+fn claim(integration: &str, path: &str, at_: &str, uid: &str) -> Claim {
+    Claim {
+        integration: integration.into(),
+        path: path.into(),
+        claimed_at: Some(at(at_)),
+        uid: uid.into(),
+    }
+}
+
+/// A path claimed first by another namespace's integration is not taken over: the newcomer is
+/// refused with PathConflict naming the owner, gets no route and loses any it had.
+#[test]
+fn a_path_claimed_first_elsewhere_is_a_conflict_and_removes_the_route() {
+    let w = World::new(ONE);
+    let mut wi = w.wi();
+    wi.spec.path = Some("/hooks/payments/stripe".into());
+    wi.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-03-01T00:00:00Z".parse().unwrap(),
+    ));
+    wi.metadata.uid = Some("newcomer".into());
+    let now = at("2026-06-01T00:00:00Z");
+    let owner = claim(
+        "payments/stripe",
+        "/hooks/payments/stripe",
+        "2026-01-01T00:00:00Z",
+        "owner",
+    );
+    let other = claim("x/y", "/hooks/x/y", "2025-01-01T00:00:00Z", "z");
+    let run = |claims: &[Claim]| {
+        plan::plan(&Inputs {
+            wi: &wi,
+            secrets: &w.m.secrets,
+            missing: &[],
+            last_used: &HashMap::new(),
+            claims,
+            now,
+        })
+    };
+    let p = run(&[owner.clone(), other.clone()]);
+    let ready = cond(&p, "Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "PathConflict")
+    );
+    assert!(
+        ready.message.contains("payments/stripe"),
+        "{}",
+        ready.message
+    );
+    assert_eq!(cond(&p, "RouteProgrammed").status, "False");
+    assert!(p.manifests.is_none() && p.remove_route);
+    assert_eq!(p.requeue_after, RETRY_CONFLICT);
+
+    // Its own recorded claim, or another path's, is no conflict; the owner's deletion hands over.
+    let mine = claim(
+        "pay/stripe",
+        "/hooks/payments/stripe",
+        "2026-03-01T00:00:00Z",
+        "newcomer",
+    );
+    let p = run(&[mine, other]);
+    assert_eq!(cond(&p, "Ready").status, "True");
+    assert!(p.manifests.is_some() && !p.remove_route);
 }

@@ -105,6 +105,25 @@ async fn expect(handle: &mut Handle, method: &str, path: &str, answer: (u16, Val
 const WI: &str = "/apis/hookgate.dev/v1alpha1/namespaces/pay/webhookintegrations/stripe";
 const ROUTE: &str = "/api/v1/namespaces/hookgate-system/secrets/route.pay.stripe";
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/pay/events";
+const ROUTES: &str = "/api/v1/namespaces/hookgate-system/secrets";
+
+/// The metadata list of compiled route Secrets, each with its recorded path claim.
+fn routes(claims: &[(&str, &str, &str, &str)]) -> Value {
+    let items: Vec<Value> = claims
+        .iter()
+        .map(|(integration, path, at, uid)| {
+            json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                   "metadata": {"name": format!("route.{}", integration.replace('/', ".")),
+                                "namespace": "hookgate-system",
+                                "annotations": {"hookgate.dev/integration": integration,
+                                                "hookgate.dev/path": path,
+                                                "hookgate.dev/claimed-at": at,
+                                                "hookgate.dev/uid": uid}}})
+        })
+        .collect();
+    json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+           "metadata": {"resourceVersion": "1"}, "items": items})
+}
 
 fn condition<'a>(status: &'a Value, t: &str) -> &'a Value {
     status["status"]["conditions"]
@@ -138,6 +157,7 @@ async fn first_apply_adds_the_finalizer_then_programs_the_route() {
             (200, secret()),
         )
         .await;
+        expect(&mut api, "GET", ROUTES, (200, routes(&[]))).await;
         let route = expect(&mut api, "PATCH", ROUTE, (200, route_answer())).await;
         assert_eq!(
             route["metadata"]["labels"]["hookgate.dev/route"],
@@ -176,6 +196,7 @@ async fn adding_a_key_moves_the_old_one_to_retiring_and_requeues() {
             (200, secret()),
         )
         .await;
+        expect(&mut api, "GET", ROUTES, (200, routes(&[]))).await;
         let route = expect(&mut api, "PATCH", ROUTE, (200, route_answer())).await;
         let manifests = String::from_utf8(base64_decode(
             route["data"]["manifests.yaml"].as_str().unwrap(),
@@ -233,6 +254,7 @@ async fn retire_at_reached_retires_the_key() {
             (200, secret()),
         )
         .await;
+        expect(&mut api, "GET", ROUTES, (200, routes(&[]))).await;
         expect(&mut api, "PATCH", ROUTE, (200, route_answer())).await;
         let status = expect(
             &mut api,
@@ -261,6 +283,7 @@ async fn missing_secret_sets_a_false_condition_without_failing() {
             not_found(),
         )
         .await;
+        expect(&mut api, "GET", ROUTES, (200, routes(&[]))).await;
         // No route is written: the status patch comes next.
         let status = expect(
             &mut api,
@@ -286,6 +309,70 @@ async fn missing_secret_sets_a_false_condition_without_failing() {
         Action::requeue(Duration::from_secs(60)),
         "a bounded retry, not a crash loop"
     );
+    script.await.unwrap();
+}
+
+/// Another namespace's integration claimed `/hooks/pay/stripe` first: this one is refused with
+/// PathConflict naming the owner, and its compiled route (say, written in a race) is deleted.
+#[tokio::test]
+async fn a_path_claimed_first_by_another_namespace_is_refused_and_unrouted() {
+    let (ctx, mut api) = context();
+    let mut wi = integration(keys(&["v1"]), None, true, false);
+    wi.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-11-01T00:00:00Z".parse().unwrap(),
+    ));
+    let script = tokio::spawn(async move {
+        expect(
+            &mut api,
+            "GET",
+            "/api/v1/namespaces/pay/secrets/stripe-keys",
+            (200, secret()),
+        )
+        .await;
+        let claims = [
+            (
+                "pay/stripe",
+                "/hooks/pay/stripe",
+                "2026-11-01T00:00:00Z",
+                "u-1",
+            ),
+            (
+                "attacker/x",
+                "/hooks/pay/stripe",
+                "2026-12-01T00:00:00Z",
+                "u-9",
+            ),
+            (
+                "owner/stripe",
+                "/hooks/pay/stripe",
+                "2026-10-01T00:00:00Z",
+                "u-0",
+            ),
+        ];
+        expect(&mut api, "GET", ROUTES, (200, routes(&claims))).await;
+        expect(&mut api, "DELETE", ROUTE, (200, route_answer())).await;
+        let status = expect(
+            &mut api,
+            "PATCH",
+            &format!("{WI}/status"),
+            (200, wi_answer()),
+        )
+        .await;
+        let ready = condition(&status, "Ready");
+        assert_eq!(
+            (ready["status"].as_str(), ready["reason"].as_str()),
+            (Some("False"), Some("PathConflict"))
+        );
+        assert!(
+            ready["message"].as_str().unwrap().contains("owner/stripe"),
+            "{ready}"
+        );
+        let event = expect(&mut api, "POST", EVENTS, (201, event_answer())).await;
+        assert_eq!(event["reason"], "PathConflict");
+        assert_eq!(event["type"], "Warning");
+    });
+    let action = run(wi, ctx).await.unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_secs(15)));
     script.await.unwrap();
 }
 
@@ -386,6 +473,7 @@ async fn rotate_annotation_generates_a_new_key_and_retires_the_old_one() {
             applied["metadata"]["ownerReferences"][0]["kind"],
             "WebhookIntegration"
         );
+        expect(&mut api, "GET", ROUTES, (200, routes(&[]))).await;
         expect(&mut api, "PATCH", ROUTE, (200, route_answer())).await;
         let status = expect(
             &mut api,
@@ -441,6 +529,7 @@ async fn long_retired_generated_keys_are_removed_from_the_owned_secret() {
     let script = tokio::spawn(async move {
         let path = "/api/v1/namespaces/pay/secrets/stripe-signing-keys";
         expect(&mut api, "GET", path, (200, owned.clone())).await;
+        expect(&mut api, "GET", ROUTES, (200, routes(&[]))).await;
         let applied = expect(&mut api, "PATCH", path, (200, owned)).await;
         let ids: Vec<&String> = applied["data"].as_object().unwrap().keys().collect();
         assert_eq!(ids, ["g-20261101-000000"], "only the expired key goes");
@@ -519,6 +608,7 @@ async fn status_carries_inbox_figures_refreshed_every_30s() {
             (200, secret()),
         )
         .await;
+        expect(&mut api, "GET", ROUTES, (200, routes(&[]))).await;
         expect(&mut api, "PATCH", ROUTE, (200, route_answer())).await;
         let status = expect(
             &mut api,

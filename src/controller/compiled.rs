@@ -4,6 +4,7 @@
 //! values its keys reference, as the same multi-document YAML `hookgate standalone` reads: both
 //! modes go through one loader and one compile function.
 
+use super::ownership::{self, Claim};
 use crate::crd::WebhookIntegration;
 use crate::manifest::Manifests;
 use crate::receiver::route::{CompiledRoute, RouteTable, Secrets};
@@ -15,10 +16,55 @@ use kube::api::ObjectMeta;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
-/// Label on every compiled route Secret; its value is `<namespace>.<name>` of the integration.
+/// Label on every compiled route Secret; its value is `<namespace>.<name>` of the integration, or
+/// a hash of it when that is not a valid label value (over 63 characters).
 pub const ROUTE_LABEL: &str = "hookgate.dev/route";
+/// Annotations recording the integration's claim on its path (see [`ownership`]).
+pub const INTEGRATION_ANNOTATION: &str = "hookgate.dev/integration";
+pub const PATH_ANNOTATION: &str = "hookgate.dev/path";
+pub const CLAIMED_AT_ANNOTATION: &str = "hookgate.dev/claimed-at";
+pub const UID_ANNOTATION: &str = "hookgate.dev/uid";
 /// Data key holding the manifests.
 pub const MANIFESTS_KEY: &str = "manifests.yaml";
+
+/// A label value naming `namespace/name`: readable when it fits in 63 characters, else hashed.
+pub fn label_value(namespace: &str, name: &str) -> String {
+    let plain = format!("{namespace}.{name}");
+    if plain.len() <= 63 {
+        return plain;
+    }
+    format!("h{}", &hex::encode(Sha256::digest(plain.as_bytes()))[..40])
+}
+
+/// The claim `wi` makes on its public path.
+pub fn claim(wi: &WebhookIntegration) -> Claim {
+    let namespace = wi.namespace().unwrap_or_else(|| "default".into());
+    let path = wi
+        .spec
+        .path
+        .clone()
+        .unwrap_or_else(|| crate::crd::defaults::path(&namespace, &wi.name_any()));
+    Claim {
+        integration: format!("{namespace}/{}", wi.name_any()),
+        path,
+        claimed_at: wi.metadata.creation_timestamp.as_ref().and_then(|t| {
+            DateTime::from_timestamp(t.0.as_second(), t.0.subsec_nanosecond().max(0) as u32)
+        }),
+        uid: wi.metadata.uid.clone().unwrap_or_default(),
+    }
+}
+
+/// The claim recorded on a compiled route Secret; `None` when it records none (an older
+/// controller's), in which case the compiled route itself is the only source.
+pub fn recorded_claim(secret: &Secret) -> Option<Claim> {
+    let a = secret.metadata.annotations.as_ref()?;
+    Some(Claim {
+        integration: a.get(INTEGRATION_ANNOTATION)?.clone(),
+        path: a.get(PATH_ANNOTATION)?.clone(),
+        claimed_at: a.get(CLAIMED_AT_ANNOTATION).and_then(|t| t.parse().ok()),
+        uid: a.get(UID_ANNOTATION).cloned().unwrap_or_default(),
+    })
+}
 
 /// `route.<namespace>.<name>`, or a hashed name when that would exceed the 253-character limit.
 pub fn secret_name(namespace: &str, name: &str) -> String {
@@ -85,6 +131,18 @@ pub fn render(
 /// The Secret object the controller applies in its namespace.
 pub fn secret(controller_namespace: &str, wi: &WebhookIntegration, manifests: String) -> Secret {
     let namespace = wi.namespace().unwrap_or_else(|| "default".into());
+    let claim = claim(wi);
+    let mut annotations = BTreeMap::from([
+        (INTEGRATION_ANNOTATION.to_string(), claim.integration),
+        (PATH_ANNOTATION.to_string(), claim.path),
+        (UID_ANNOTATION.to_string(), claim.uid),
+    ]);
+    if let Some(at) = claim.claimed_at {
+        annotations.insert(
+            CLAIMED_AT_ANNOTATION.to_string(),
+            at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        );
+    }
     Secret {
         metadata: ObjectMeta {
             name: Some(secret_name(&namespace, &wi.name_any())),
@@ -92,10 +150,11 @@ pub fn secret(controller_namespace: &str, wi: &WebhookIntegration, manifests: St
             labels: Some(
                 [(
                     ROUTE_LABEL.to_string(),
-                    format!("{namespace}.{}", wi.name_any()),
+                    label_value(&namespace, &wi.name_any()),
                 )]
                 .into(),
             ),
+            annotations: Some(annotations),
             ..Default::default()
         },
         data: Some(
@@ -133,19 +192,33 @@ pub fn compile_secret(secret: &Secret) -> crate::Result<CompiledRoute> {
     }
 }
 
-/// The receiver's table from every route Secret it sees. A broken Secret or a path claimed twice
-/// costs only that route (logged), never the others.
+/// The receiver's table from every route Secret it sees. A broken Secret costs only that route,
+/// and a path claimed twice goes to the first claimant ([`ownership`]), never to the name that
+/// sorts first; the loser is logged.
 pub fn table(secrets: &[Secret]) -> RouteTable {
-    let mut sorted: Vec<&Secret> = secrets.iter().collect();
-    sorted.sort_by_key(|s| s.name_any());
-    let mut routes: Vec<CompiledRoute> = Vec::new();
-    for s in sorted {
+    let mut compiled: Vec<(CompiledRoute, Claim)> = Vec::new();
+    for s in secrets {
         match compile_secret(s) {
-            Ok(r) if routes.iter().any(|o| o.path == r.path) => {
-                tracing::error!(integration = %r.integration, path = %r.path, "route skipped: path already served by another integration");
+            Ok(r) => {
+                let claim = recorded_claim(s).unwrap_or_else(|| Claim {
+                    integration: r.integration.clone(),
+                    path: r.path.clone(),
+                    claimed_at: None,
+                    uid: String::new(),
+                });
+                compiled.push((r, claim))
             }
-            Ok(r) => routes.push(r),
             Err(e) => tracing::error!(error = %e, "route skipped: compiled route is unusable"),
+        }
+    }
+    let claims: Vec<Claim> = compiled.iter().map(|(_, c)| c.clone()).collect();
+    let won = ownership::winners(&claims);
+    let mut routes: Vec<CompiledRoute> = Vec::new();
+    for (i, (r, _)) in compiled.into_iter().enumerate() {
+        if won.contains(&i) {
+            routes.push(r);
+        } else {
+            tracing::error!(integration = %r.integration, path = %r.path, "route skipped: path claimed first by another integration");
         }
     }
     RouteTable::new(routes).expect("paths are unique by construction")

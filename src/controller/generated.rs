@@ -14,8 +14,17 @@ pub const ROTATE_ANNOTATION: &str = "hookgate.dev/rotate";
 /// On the owned Secret: the rotate annotation value already handled.
 pub const HANDLED_ANNOTATION: &str = "hookgate.dev/rotate-handled";
 
+/// `<name>-signing-keys`; for a name too long for that, its first 180 characters and a hash of
+/// the whole (Secret names stop at 253).
 pub fn secret_name(integration: &str) -> String {
-    format!("{integration}-signing-keys")
+    const SUFFIX: &str = "-signing-keys";
+    if integration.len() + SUFFIX.len() <= 253 {
+        return format!("{integration}{SUFFIX}");
+    }
+    use sha2::{Digest, Sha256};
+    let hash = hex::encode(Sha256::digest(integration.as_bytes()));
+    let stem = integration[..180].trim_end_matches(['-', '.']);
+    format!("{stem}-{}{SUFFIX}", &hash[..16])
 }
 
 pub fn key_id(created: DateTime<Utc>) -> String {

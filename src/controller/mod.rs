@@ -2,6 +2,7 @@
 
 pub mod compiled;
 pub mod generated;
+pub mod ownership;
 pub mod phases;
 pub mod plan;
 pub mod reconcile;

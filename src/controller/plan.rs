@@ -2,6 +2,7 @@
 //! apply (if any), the events to emit and when to look again. The reconciler only carries it out.
 
 use super::compiled;
+use super::ownership::{self, Claim};
 use super::phases::{self, Phase};
 use crate::crd::validate::{self, FieldError};
 use crate::crd::{Condition, WebhookIntegration, WebhookIntegrationStatus, defaults};
@@ -15,6 +16,8 @@ use std::time::Duration;
 pub const RESYNC: Duration = Duration::from_secs(3600);
 /// After a missing Secret: the Secret watch usually triggers sooner.
 pub const RETRY_MISSING: Duration = Duration::from_secs(60);
+/// After a path conflict: how soon a deleted owner's path passes to the next claimant.
+pub const RETRY_CONFLICT: Duration = Duration::from_secs(15);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Note {
@@ -29,6 +32,8 @@ pub struct Plan {
     pub status: WebhookIntegrationStatus,
     /// Manifests of the compiled route to apply; `None` leaves the current route as it is.
     pub manifests: Option<String>,
+    /// Delete this integration's compiled route: another integration owns its path.
+    pub remove_route: bool,
     pub notes: Vec<Note>,
     pub requeue_after: Duration,
 }
@@ -41,6 +46,8 @@ pub struct Inputs<'a> {
     /// Names of referenced Secrets that do not exist.
     pub missing: &'a [String],
     pub last_used: &'a HashMap<String, DateTime<Utc>>,
+    /// The path claims recorded on the compiled routes (every integration's, this one's too).
+    pub claims: &'a [Claim],
     pub now: DateTime<Utc>,
 }
 
@@ -120,6 +127,7 @@ pub fn plan(i: &Inputs) -> Plan {
         Plan {
             status,
             manifests: None,
+            remove_route: false,
             notes: vec![Note {
                 warning: true,
                 reason,
@@ -149,6 +157,15 @@ pub fn plan(i: &Inputs) -> Plan {
         // Nothing changes until the spec does: no requeue beyond the resync.
         Err(e) => return fail(status, false, "InvalidSpec", e.to_string(), RESYNC),
     };
+    if let Some(owner) = ownership::owner_other_than(&compiled::claim(i.wi), i.claims) {
+        let message = format!(
+            "path {} is served by {}, which claimed it first; this integration is not routed",
+            owner.path, owner.integration
+        );
+        let mut plan = fail(status, true, "PathConflict", message, RETRY_CONFLICT);
+        plan.remove_route = true;
+        return plan;
+    }
     if !i.missing.is_empty() {
         let namespace = i.wi.namespace().unwrap_or_default();
         let names: Vec<String> = i
@@ -256,6 +273,7 @@ pub fn plan(i: &Inputs) -> Plan {
     Plan {
         status,
         manifests: Some(compiled::render(i.wi, &not_after, i.secrets)),
+        remove_route: false,
         notes,
         requeue_after,
     }

@@ -3,13 +3,14 @@
 
 use super::compiled;
 use super::generated::{self, Owned, Rotation};
+use super::ownership::Claim;
 use super::plan::{self, Inputs, Note};
 use crate::crd::WebhookIntegration;
 use crate::inbox::Inbox;
 use crate::receiver::route::Secrets;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
@@ -88,11 +89,13 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Reconci
         scheduled = generated::next_scheduled(&owned, every(wi));
         owned_keys = Some((owned, data));
     }
+    let claims = route_claims(&ctx.client, &ctx.namespace).await?;
     let mut plan = plan::plan(&Inputs {
         wi: &effective,
         secrets: &secrets,
         missing: &missing,
         last_used: &last_used,
+        claims: &claims,
         now,
     });
     if let Some(note) = generated_note {
@@ -150,6 +153,9 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Reconci
             Err(e) => tracing::warn!(error = %e, "could not read inbox figures for status"),
         }
     }
+    if plan.remove_route {
+        delete_route(wi, ctx).await?;
+    }
     if let Some(manifests) = plan.manifests {
         let route = compiled::secret(&ctx.namespace, wi, manifests);
         let routes: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
@@ -189,15 +195,40 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Reconci
     Ok(Action::requeue(plan.requeue_after))
 }
 
-async fn cleanup(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, ReconcileError> {
+/// The path claims recorded on every compiled route in the controller's namespace.
+async fn route_claims(client: &Client, namespace: &str) -> Result<Vec<Claim>, ReconcileError> {
+    let routes: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let list = routes
+        .list_metadata(&ListParams::default().labels(compiled::ROUTE_LABEL))
+        .await?;
+    Ok(list
+        .items
+        .iter()
+        .filter_map(|m| {
+            let secret = Secret {
+                metadata: m.metadata.clone(),
+                ..Default::default()
+            };
+            compiled::recorded_claim(&secret)
+        })
+        .collect())
+}
+
+/// Deletes this integration's compiled route, if there is one.
+async fn delete_route(wi: &WebhookIntegration, ctx: &Context) -> Result<(), ReconcileError> {
     let namespace = wi.namespace().unwrap_or_else(|| "default".into());
     let routes: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
     let name = compiled::secret_name(&namespace, &wi.name_any());
     match routes.delete(&name, &DeleteParams::default()).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 404 => {}
-        Err(e) => return Err(e.into()),
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
     }
+}
+
+async fn cleanup(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, ReconcileError> {
+    delete_route(wi, ctx).await?;
+    let namespace = wi.namespace().unwrap_or_else(|| "default".into());
     tracing::info!(integration = %format!("{namespace}/{}", wi.name_any()), "compiled route removed");
     Ok(Action::await_change())
 }

@@ -277,7 +277,7 @@ def check_rbac(objs, label, watch_namespace=""):
         expected.add((scope, "", "secrets", v, ()))
     for v in ("create", "patch"):
         expected.add((scope, "events.k8s.io", "events", v, ()))
-    for v in ("create", "patch", "update", "delete"):
+    for v in ("list", "create", "patch", "update", "delete"):
         expected.add((NAMESPACE, "", "secrets", v, ()))
     expected.add((NAMESPACE, "coordination.k8s.io", "leases", "create", ()))
     for v in ("get", "update", "patch"):

@@ -116,11 +116,22 @@ pub struct Release {
     pub tenant: String,
     pub database_url: String,
     admin_db_url: String,
+    cluster_wide: bool,
 }
 
 impl Release {
     /// `helm install` (hooks are run by hand: no pod ever runs here) and `hookgate migrate`.
     pub async fn install(server: &ApiServer, prefix: &str) -> Release {
+        Release::install_with(server, prefix, false).await
+    }
+
+    /// A release whose controller watches every namespace (the chart's default): only on a
+    /// private server, or it would reconcile the other tests' integrations.
+    pub async fn install_cluster_wide(server: &ApiServer, prefix: &str) -> Release {
+        Release::install_with(server, prefix, true).await
+    }
+
+    async fn install_with(server: &ApiServer, prefix: &str, cluster_wide: bool) -> Release {
         server.ensure_crd();
         let (admin_db_url, database_url) = procs::fresh_database()
             .await
@@ -128,21 +139,22 @@ impl Release {
         let namespace = server.namespace(&format!("{prefix}-sys"));
         let tenant = server.namespace(&format!("{prefix}-app"));
         let name = format!("hg{}", crate::random_hex(3));
-        ok(
-            server.helm(&[
-                "install",
-                &name,
-                CHART,
-                "-n",
-                &namespace,
-                "--no-hooks",
-                "--set",
-                &format!("database.url={database_url}"),
-                "--set",
-                &format!("controller.watchNamespace={tenant}"),
-            ]),
-            None,
-        );
+        let db = format!("database.url={database_url}");
+        let watch = format!("controller.watchNamespace={tenant}");
+        let mut args = vec![
+            "install",
+            &name,
+            CHART,
+            "-n",
+            &namespace,
+            "--no-hooks",
+            "--set",
+            &db,
+        ];
+        if !cluster_wide {
+            args.extend(["--set", &watch]);
+        }
+        ok(server.helm(&args), None);
         ok(
             hookgate(&["migrate", "--database-url", &database_url]),
             None,
@@ -153,6 +165,7 @@ impl Release {
             tenant,
             database_url,
             admin_db_url,
+            cluster_wide,
         }
     }
 
@@ -229,19 +242,21 @@ impl Role {
     }
 
     pub fn controller(server: &ApiServer, r: &Release, identity: &str) -> Role {
-        let args = [
+        let mut args = vec![
             "controller",
             "--namespace",
             &r.namespace,
-            "--watch-namespace",
-            &r.tenant,
             "--identity",
             identity,
             "--database-url",
             &r.database_url,
         ];
+        if !r.cluster_wide {
+            args.extend(["--watch-namespace", &r.tenant]);
+        }
         let kc = r.kubeconfig(server, "controller");
-        Role::start(server, &kc, identity, &args.map(String::from))
+        let args: Vec<String> = args.into_iter().map(String::from).collect();
+        Role::start(server, &kc, identity, &args)
     }
 
     pub fn receiver(server: &ApiServer, r: &Release) -> Role {

@@ -19,6 +19,7 @@ mod helm;
 mod leader;
 mod operator;
 mod outage;
+mod ownership;
 mod plugin;
 
 pub fn random_hex(bytes: usize) -> String {
