@@ -56,6 +56,7 @@ impl World {
             missing: &[],
             last_used: &HashMap::new(),
             claims: &[],
+            foreign_secret: None,
             now,
         })
     }
@@ -170,6 +171,7 @@ fn missing_secret_is_a_false_condition_with_a_bounded_retry() {
         missing: &["stripe-keys".to_string()],
         last_used: &HashMap::new(),
         claims: &[],
+        foreign_secret: None,
         now: at("2026-12-01T00:00:00Z"),
     });
     assert_eq!(cond(&p, "KeysReady").status, "False");
@@ -230,6 +232,7 @@ fn a_retiring_key_still_in_use_raises_a_warning() {
         missing: &[],
         last_used: &last_used,
         claims: &[],
+        foreign_secret: None,
         now: t0 + Duration::hours(1),
     });
     assert_eq!(cond(&p, "RetiringKeyInUse").status, "True");
@@ -279,6 +282,7 @@ fn a_path_claimed_first_elsewhere_is_a_conflict_and_removes_the_route() {
             missing: &[],
             last_used: &HashMap::new(),
             claims,
+            foreign_secret: None,
             now,
         })
     };

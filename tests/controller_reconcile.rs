@@ -450,7 +450,7 @@ async fn rotate_annotation_generates_a_new_key_and_retires_the_old_one() {
     wi["status"] = json!({"keys": [{"id": "g-20261101-000000", "phase": "Active", "since": "2026-11-01T00:00:00Z"}]});
     let wi: WebhookIntegration = serde_json::from_value(wi).unwrap();
     let owned = json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "stripe-signing-keys", "namespace": "pay", "annotations": {"hookgate.dev/rotate-handled": "t1"}},
+        "metadata": {"name": "stripe-signing-keys", "namespace": "pay", "annotations": {"hookgate.dev/rotate-handled": "t1"}, "ownerReferences": [owned_by_stripe()]},
         "data": {"g-20261101-000000": base64_encode(b"whsec_c2VjcmV0LW9uZS1zZWNyZXQtb25lLXNlY3JldC0x")}});
     let script = tokio::spawn(async move {
         let path = "/api/v1/namespaces/pay/secrets/stripe-signing-keys";
@@ -506,6 +506,54 @@ async fn rotate_annotation_generates_a_new_key_and_retires_the_old_one() {
     script.await.unwrap();
 }
 
+/// The owner reference the controller puts on the Secret it generates keys in.
+fn owned_by_stripe() -> Value {
+    json!({"apiVersion": "hookgate.dev/v1alpha1", "kind": "WebhookIntegration", "name": "stripe",
+           "uid": "u-1", "controller": true})
+}
+
+/// A `<name>-signing-keys` Secret the integration does not own (created by someone else, or
+/// owned by another object) is never adopted: no write to it, no route from it, SecretNotOwned.
+#[tokio::test]
+async fn a_signing_keys_secret_it_did_not_create_is_not_adopted() {
+    for owners in [
+        json!([]),
+        json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "u-9", "controller": true}]),
+    ] {
+        let (ctx, mut api) = context();
+        let mut wi = serde_json::to_value(integration(json!([]), None, true, false)).unwrap();
+        wi["spec"]["scheme"] = json!({"type": "github"});
+        wi["spec"]["rotation"] = json!({"generate": true});
+        let wi: WebhookIntegration = serde_json::from_value(wi).unwrap();
+        let planted = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "stripe-signing-keys", "namespace": "pay", "ownerReferences": owners},
+            "data": {"g-20261101-000000": base64_encode(b"attacker-chosen")}});
+        let script = tokio::spawn(async move {
+            let path = "/api/v1/namespaces/pay/secrets/stripe-signing-keys";
+            expect(&mut api, "GET", path, (200, planted)).await;
+            expect(&mut api, "GET", ROUTES, (200, routes(&[]))).await;
+            // Straight to status: neither the Secret nor a route is written.
+            let status = expect(
+                &mut api,
+                "PATCH",
+                &format!("{WI}/status"),
+                (200, wi_answer()),
+            )
+            .await;
+            let ready = condition(&status, "Ready");
+            assert_eq!(
+                (ready["status"].as_str(), ready["reason"].as_str()),
+                (Some("False"), Some("SecretNotOwned"))
+            );
+            assert!(!status.to_string().contains("attacker-chosen"));
+            let event = expect(&mut api, "POST", EVENTS, (201, event_answer())).await;
+            assert_eq!(event["reason"], "SecretNotOwned");
+        });
+        run(wi, ctx).await.unwrap();
+        script.await.unwrap();
+    }
+}
+
 fn base64_encode(b: &[u8]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(b)
@@ -524,7 +572,7 @@ async fn long_retired_generated_keys_are_removed_from_the_owned_secret() {
         {"id": "g-20261101-000000", "phase": "Active", "since": "2026-11-01T00:00:00Z"}]});
     let wi: WebhookIntegration = serde_json::from_value(wi).unwrap();
     let owned = json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "stripe-signing-keys", "namespace": "pay", "annotations": {"hookgate.dev/rotate-handled": "t1"}},
+        "metadata": {"name": "stripe-signing-keys", "namespace": "pay", "annotations": {"hookgate.dev/rotate-handled": "t1"}, "ownerReferences": [owned_by_stripe()]},
         "data": {"g-20261001-000000": base64_encode(b"old-secret"), "g-20261101-000000": base64_encode(b"new-secret")}});
     let script = tokio::spawn(async move {
         let path = "/api/v1/namespaces/pay/secrets/stripe-signing-keys";

@@ -48,6 +48,9 @@ pub struct Inputs<'a> {
     pub last_used: &'a HashMap<String, DateTime<Utc>>,
     /// The path claims recorded on the compiled routes (every integration's, this one's too).
     pub claims: &'a [Claim],
+    /// `namespace/name` of a Secret where the generated keys belong that this integration does
+    /// not own (someone else created it): never adopted or overwritten.
+    pub foreign_secret: Option<&'a str>,
     pub now: DateTime<Utc>,
 }
 
@@ -157,6 +160,13 @@ pub fn plan(i: &Inputs) -> Plan {
         // Nothing changes until the spec does: no requeue beyond the resync.
         Err(e) => return fail(status, false, "InvalidSpec", e.to_string(), RESYNC),
     };
+    if let Some(name) = i.foreign_secret {
+        let message = format!(
+            "Secret {name} exists but was not created by hookgate for this integration; it is \
+             left untouched: delete or rename it, or stop using rotation.generate"
+        );
+        return fail(status, false, "SecretNotOwned", message, RETRY_MISSING);
+    }
     if let Some(owner) = ownership::owner_other_than(&compiled::claim(i.wi), i.claims) {
         let message = format!(
             "path {} is served by {}, which claimed it first; this integration is not routed",

@@ -78,8 +78,16 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Reconci
     let mut generated_note = None;
     let mut scheduled = None;
     let mut owned_keys = None;
+    let mut foreign_secret = None;
     if wi.spec.rotation.as_ref().is_some_and(|r| r.generate) {
-        let (owned, data, rotated) = generated_keys(wi, &ctx.client, &namespace, now).await?;
+        // A Secret of that name that this integration does not own is never adopted.
+        let (owned, data, rotated) = match generated_keys(wi, &ctx.client, &namespace, now).await? {
+            Ok(keys) => keys,
+            Err(name) => {
+                foreign_secret = Some(format!("{namespace}/{name}"));
+                (Owned::new(Vec::new(), None), Default::default(), None)
+            }
+        };
         effective.spec.keys.extend(owned.key_specs(&wi.name_any()));
         secrets.insert(
             (namespace.clone(), generated::secret_name(&wi.name_any())),
@@ -96,6 +104,7 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Reconci
         missing: &missing,
         last_used: &last_used,
         claims: &claims,
+        foreign_secret: foreign_secret.as_deref(),
         now,
     });
     if let Some(note) = generated_note {
@@ -284,17 +293,19 @@ async fn generated_keys(
     client: &Client,
     namespace: &str,
     now: DateTime<Utc>,
-) -> Result<
-    (
-        Owned,
-        std::collections::BTreeMap<String, Vec<u8>>,
-        Option<Note>,
-    ),
-    ReconcileError,
-> {
+) -> Result<Result<GeneratedKeys, String>, ReconcileError> {
     let name = generated::secret_name(&wi.name_any());
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let existing = api.get_opt(&name).await?;
+    if let Some(secret) = &existing {
+        let ours = secret
+            .owner_references()
+            .iter()
+            .any(|o| o.controller == Some(true) && Some(&o.uid) == wi.metadata.uid.as_ref());
+        if !ours {
+            return Ok(Err(name));
+        }
+    }
     let handled = existing
         .as_ref()
         .and_then(|s| s.annotations().get(generated::HANDLED_ANNOTATION).cloned());
@@ -307,12 +318,12 @@ async fn generated_keys(
     let owned = Owned::new(data.keys().cloned().collect(), handled);
     let requested = wi.annotations().get(generated::ROTATE_ANNOTATION).cloned();
     let Some(why) = generated::due(&owned, requested.as_deref(), every(wi), now) else {
-        return Ok((owned, data, None));
+        return Ok(Ok((owned, data, None)));
     };
     let id = generated::key_id(now);
     if data.contains_key(&id) {
         // Two rotations within one second: this second's key already exists.
-        return Ok((owned, data, None));
+        return Ok(Ok((owned, data, None)));
     }
     data.insert(
         id.clone(),
@@ -330,8 +341,15 @@ async fn generated_keys(
         reason: "KeyGenerated",
         note: format!("generated key {id} in Secret {namespace}/{name} ({reason})"),
     };
-    Ok((owned, data, Some(note)))
+    Ok(Ok((owned, data, Some(note))))
 }
+
+/// The owned keys, their values, and the event of a key generated now.
+type GeneratedKeys = (
+    Owned,
+    std::collections::BTreeMap<String, Vec<u8>>,
+    Option<Note>,
+);
 
 /// Applies the owned key Secret whole: server-side apply drops any key this manager left out.
 async fn write_owned(
