@@ -4,6 +4,7 @@
 //! validation and the compiled route agree on them.
 
 pub mod defaults;
+pub mod limits;
 mod status;
 pub mod validate;
 
@@ -58,6 +59,7 @@ pub struct WebhookIntegrationSpec {
     // A list map keyed by id: the API server refuses a repeated id, as standalone validation does.
     #[serde(default)]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["id"]))]
+    #[schemars(length(max = limits::MAX_KEYS))]
     pub keys: Vec<KeySpec>,
     /// Which event types are delivered; others are recorded as `ignored`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -84,18 +86,18 @@ pub struct WebhookIntegrationSpec {
 pub struct RotationSpec {
     /// How long a superseded key stays accepted (Retiring) when it has no `retireAt`. Default `72h`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"))]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"), transform = limits::rotation_overlap)]
     pub overlap: Option<String>,
     /// How long Retired keys stay listed in status, for rollback. Default `7d`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"))]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"), transform = limits::keep_retired)]
     pub keep_retired: Option<String>,
     /// The controller generates and owns the signing secret (`<name>-signing-keys`); HMAC schemes only.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub generate: bool,
     /// With `generate`: rotate automatically this often, e.g. `720h`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"))]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"), transform = limits::rotation_every)]
     pub every: Option<String>,
 }
 
@@ -173,11 +175,11 @@ pub struct FieldSource {
 pub struct ReplaySpec {
     /// Maximum |now - signed timestamp|, e.g. `5m`. Default `5m`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"))]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"), transform = limits::tolerance)]
     pub tolerance: Option<String>,
     /// How long a signature is remembered to catch re-sent captures. Default `24h`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"))]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"), transform = limits::nonce_retention)]
     pub nonce_retention: Option<String>,
 }
 
@@ -207,6 +209,7 @@ pub struct SecretKeyRef {
 pub struct EventFilter {
     /// Glob patterns (`*` matches any run of characters, `?` one).
     #[serde(default)]
+    #[schemars(length(max = limits::MAX_EVENT_PATTERNS))]
     pub allow: Vec<String>,
 }
 
@@ -222,10 +225,11 @@ pub struct DeliverySpec {
     pub signing_secret_ref: Option<SecretKeyRef>,
     /// Original request headers passed through to the destination (never the provider's signature).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::MAX_FORWARD_HEADERS))]
     pub forward_headers: Vec<String>,
     /// Per-attempt timeout, e.g. `10s`. Default `10s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"))]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"), transform = limits::delivery_timeout)]
     pub timeout: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetrySpec>,
@@ -237,7 +241,7 @@ pub struct RetrySpec {
     /// Delay before each retry; an event gets one attempt plus one per entry, then is
     /// dead-lettered. Default `[30s, 2m, 10m, 1h, 6h, 24h]`; each delay gets ±10 % jitter.
     #[serde(default)]
-    #[schemars(inner(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$")))]
+    #[schemars(inner(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$")), length(max = limits::MAX_RETRY_STEPS), transform = limits::retry_schedule)]
     pub schedule: Vec<String>,
 }
 
@@ -257,11 +261,11 @@ pub struct OrderingSpec {
 pub struct RetentionSpec {
     /// Bodies of processed and ignored events are dropped after this. Default `7d`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"))]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"), transform = limits::retention_payload)]
     pub payload: Option<String>,
     /// Processed and ignored events (and so their dedupe keys) are deleted after this. Default `30d`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"))]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"), transform = limits::retention_dedupe)]
     pub dedupe: Option<String>,
 }
 
@@ -275,10 +279,10 @@ pub struct Limits {
     pub max_body_bytes: Option<u64>,
     /// Sustained requests per second for this route. Default: unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1), extend("format" = "int32"))]
+    #[schemars(range(min = 1, max = limits::MAX_REQUESTS_PER_SECOND), extend("format" = "int32"))]
     pub requests_per_second: Option<u32>,
     /// Requests allowed in a burst above the rate. Default: `requestsPerSecond`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1), extend("format" = "int32"))]
+    #[schemars(range(min = 1, max = limits::MAX_BURST), extend("format" = "int32"))]
     pub burst: Option<u32>,
 }

@@ -1,7 +1,7 @@
 //! Spec checks that need more than the CRD schema can say. Standalone runs them on every manifest;
 //! the controller runs the same ones before compiling a route.
 
-use super::{FieldSource, SchemeType, WebhookIntegrationSpec};
+use super::{FieldSource, SchemeType, WebhookIntegrationSpec, limits};
 use crate::receiver::verify::Template;
 use std::collections::HashSet;
 use std::time::Duration;
@@ -34,7 +34,21 @@ pub fn duration(field: &str, value: &str) -> Result<Duration, FieldError> {
             ),
         ));
     }
+    if value.len() as u64 > limits::DURATION_MAX_LENGTH {
+        return Err(FieldError::new(
+            field,
+            format!("at most {} characters", limits::DURATION_MAX_LENGTH),
+        ));
+    }
+    let max = limits::max_duration(field);
     match humantime::parse_duration(value) {
+        Ok(d) if max.is_some_and(|m| d > m) => Err(FieldError::new(
+            field,
+            format!(
+                "must be at most {}",
+                limits::written(max.unwrap_or_default())
+            ),
+        )),
         Ok(d) if !d.is_zero() => Ok(d),
         Ok(_) => Err(FieldError::new(field, "must be greater than zero")),
         Err(e) => Err(FieldError::new(
@@ -143,6 +157,26 @@ pub fn spec(spec: &WebhookIntegrationSpec) -> Result<(), FieldError> {
             ));
         }
     }
+    let d = &spec.delivery;
+    let allow = spec.events.as_ref().map_or(0, |e| e.allow.len());
+    for (field, len, max) in [
+        ("spec.keys", spec.keys.len(), limits::MAX_KEYS),
+        ("spec.events.allow", allow, limits::MAX_EVENT_PATTERNS),
+        (
+            "spec.delivery.forwardHeaders",
+            d.forward_headers.len(),
+            limits::MAX_FORWARD_HEADERS,
+        ),
+        (
+            "spec.delivery.retry.schedule",
+            d.retry.as_ref().map_or(0, |r| r.schedule.len()),
+            limits::MAX_RETRY_STEPS,
+        ),
+    ] {
+        if len > max {
+            return Err(FieldError::new(field, format!("at most {max} entries")));
+        }
+    }
     let mut ids = HashSet::new();
     for (i, k) in spec.keys.iter().enumerate() {
         let valid = !k.id.is_empty()
@@ -199,14 +233,20 @@ pub fn spec(spec: &WebhookIntegrationSpec) -> Result<(), FieldError> {
                 "must be between 1 and 67108864",
             ));
         }
-        if l.requests_per_second == Some(0) {
-            return Err(FieldError::new(
+        for (field, value, max) in [
+            (
                 "spec.limits.requestsPerSecond",
-                "must be at least 1",
-            ));
-        }
-        if l.burst == Some(0) {
-            return Err(FieldError::new("spec.limits.burst", "must be at least 1"));
+                l.requests_per_second,
+                limits::MAX_REQUESTS_PER_SECOND,
+            ),
+            ("spec.limits.burst", l.burst, limits::MAX_BURST),
+        ] {
+            if value.is_some_and(|v| v == 0 || v > max) {
+                return Err(FieldError::new(
+                    field,
+                    format!("must be between 1 and {max}"),
+                ));
+            }
         }
     }
     Ok(())
@@ -645,12 +685,57 @@ limits: {maxBodyBytes: 67108864, requestsPerSecond: 1, burst: 1}
             (
                 "limits: {requestsPerSecond: 0}",
                 "spec.limits.requestsPerSecond",
-                "must be at least 1",
+                "must be between 1 and 100000",
+            ),
+            (
+                "limits: {requestsPerSecond: 100001}",
+                "spec.limits.requestsPerSecond",
+                "must be between 1 and 100000",
             ),
             (
                 "limits: {requestsPerSecond: 10, burst: 0}",
                 "spec.limits.burst",
-                "must be at least 1",
+                "must be between 1 and 100000",
+            ),
+            (
+                "replay: {tolerance: 25h}",
+                "spec.replay.tolerance",
+                "must be at most 1d",
+            ),
+            (
+                "replay: {tolerance: 1d1s}",
+                "spec.replay.tolerance",
+                "must be at most 1d",
+            ),
+            (
+                "replay: {nonceRetention: 99999999999999999999d}",
+                "spec.replay.nonceRetention",
+                "",
+            ),
+            (
+                "delivery: {url: 'http://x', timeout: 301s}",
+                "spec.delivery.timeout",
+                "must be at most 5m",
+            ),
+            (
+                "delivery: {url: 'http://x', retry: {schedule: [1s, 31d]}}",
+                "spec.delivery.retry.schedule[1]",
+                "must be at most 30d",
+            ),
+            (
+                "delivery: {url: 'http://x', retry: {schedule: [1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s]}}",
+                "spec.delivery.retry.schedule",
+                "at most 32 entries",
+            ),
+            (
+                "rotation: {overlap: 366d}",
+                "spec.rotation.overlap",
+                "must be at most 365d",
+            ),
+            (
+                "retention: {payload: 1000000000000000000000000000000ms}",
+                "spec.retention.payload",
+                "",
             ),
         ];
         let mut failures = Vec::new();
@@ -676,7 +761,10 @@ limits: {maxBodyBytes: 67108864, requestsPerSecond: 1, burst: 1}
     #[test]
     fn the_error_displays_field_then_message() {
         let e = spec_result("limits: {burst: 0}").unwrap_err();
-        assert_eq!(e.to_string(), "spec.limits.burst: must be at least 1");
+        assert_eq!(
+            e.to_string(),
+            "spec.limits.burst: must be between 1 and 100000"
+        );
     }
 
     #[test]

@@ -115,6 +115,32 @@ fn invalid_specs() -> Vec<(&'static str, String, &'static str)> {
             base("  delivery: {url: \"http://b/h\", timeout: \"10\"}\n"),
             "spec.delivery.timeout",
         ),
+        // Maxima (src/crd/limits.rs), enforced by the schema's CEL rules and bounds.
+        (
+            "tolerance over a day",
+            base("  replay: {tolerance: 1d1s}\n"),
+            "spec.replay.tolerance",
+        ),
+        (
+            "timeout over 5m",
+            base("  delivery: {url: \"http://b/h\", timeout: 301s}\n"),
+            "spec.delivery.timeout",
+        ),
+        (
+            "retry step over 30d",
+            base("  delivery: {url: \"http://b/h\", retry: {schedule: [1s, 31d]}}\n"),
+            "spec.delivery.retry.schedule[1]",
+        ),
+        (
+            "a duration too large for an int64",
+            base("  retention: {payload: 99999999999999999999d}\n"),
+            "spec.retention.payload",
+        ),
+        (
+            "rate over 100000",
+            base("  limits: {requestsPerSecond: 100001}\n"),
+            "spec.limits.requestsPerSecond",
+        ),
     ]
 }
 
@@ -175,7 +201,7 @@ fn crd_is_established_explained_and_refuses_every_invalid_integration() {
 
     let ns = server.namespace("crd");
     let cases = invalid_specs();
-    assert!(cases.len() >= 12);
+    assert!(cases.len() >= 20);
     let mut wrong = Vec::new();
     for (i, (case, spec, field)) in cases.iter().enumerate() {
         let yaml = integration(&format!("bad-{i}"), &ns, spec);
