@@ -245,10 +245,12 @@ impl WorkerArgs {
         })
     }
 
-    /// `worker --namespace`: loopback is the pod itself, not a destination.
-    fn cluster_config(&self) -> anyhow::Result<crate::worker::WorkerConfig> {
+    /// `worker --namespace`: in a pod, loopback is the pod itself (and its sidecars), not a
+    /// destination. Out of one (the cluster test suite runs roles as host processes), local
+    /// sinks stay allowed.
+    fn cluster_config(&self, in_pod: bool) -> anyhow::Result<crate::worker::WorkerConfig> {
         let mut cfg = self.config()?;
-        cfg.destinations.allow_loopback = false;
+        cfg.destinations.allow_loopback = !in_pod;
         Ok(cfg)
     }
 }
@@ -371,7 +373,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 namespace,
                 &a.database_url,
                 admin_addr(&a.admin_listen)?,
-                a.worker.cluster_config()?,
+                a.worker.cluster_config(crate::worker::resolver::in_pod())?,
                 shutdown_signal(),
             )
             .await?;
@@ -564,7 +566,7 @@ mod tests {
             "corp.internal",
         ])
         .unwrap();
-        let cluster = a.worker.cluster_config().unwrap().destinations;
+        let cluster = a.worker.cluster_config(true).unwrap().destinations;
         assert_eq!(cluster.scope, Scope::Namespace);
         assert_eq!(
             cluster.allowed_hosts,

@@ -76,6 +76,11 @@ pub fn refusal_in<'a>(e: &'a (dyn Error + 'static)) -> Option<&'a Refusal> {
     None
 }
 
+/// Whether this process runs in a Kubernetes pod.
+pub fn in_pod() -> bool {
+    std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
+}
+
 /// The API server's address when running in a pod: the kubelet sets KUBERNETES_SERVICE_HOST in
 /// every container, whatever `enableServiceLinks` says.
 pub fn api_server_from_env() -> Vec<IpAddr> {
