@@ -3,6 +3,7 @@
 use crate::crd::WebhookIntegration;
 use crate::inbox::{EventSummary, Inbox, ListFilter, Status};
 use crate::send::{SendOptions, sign_request};
+use crate::worker::destinations::{self, Policy, Scope};
 use crate::{manifest, standalone};
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -197,6 +198,25 @@ pub struct WorkerArgs {
     /// On SIGTERM, how long in-flight deliveries may finish before their claims are released.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub grace: std::time::Duration,
+    /// Where integrations may deliver: `open` (any Service, any external host) or `namespace`
+    /// (Services of the integration's own namespace, plus --allow-destination-host). Metadata
+    /// addresses and the API server are refused either way.
+    #[arg(long, value_enum, default_value_t = Scope::default(), env = "HOOKGATE_DESTINATIONS")]
+    pub destinations: Scope,
+    /// With `--destinations namespace`: an external host every integration may deliver to
+    /// (`api.example.com`, `*.example.com` for its subdomains, or an IP address). Repeat the flag,
+    /// or separate with commas in the variable.
+    #[arg(
+        long = "allow-destination-host",
+        value_name = "HOST",
+        env = "HOOKGATE_ALLOW_DESTINATION_HOSTS",
+        value_delimiter = ',',
+        value_parser = destinations::parse_allowed_host
+    )]
+    pub allow_destination_hosts: Vec<String>,
+    /// The cluster's DNS domain, for `<svc>.<namespace>.svc.<domain>` destinations.
+    #[arg(long, default_value = destinations::DEFAULT_CLUSTER_DOMAIN, env = "HOOKGATE_CLUSTER_DOMAIN")]
+    pub cluster_domain: String,
 }
 
 impl WorkerArgs {
@@ -204,13 +224,34 @@ impl WorkerArgs {
         if self.concurrency == 0 {
             bail!("--concurrency must be at least 1");
         }
+        let cluster_domain = self.cluster_domain.trim_matches('.').to_ascii_lowercase();
+        if cluster_domain.is_empty() {
+            bail!("--cluster-domain must not be empty");
+        }
         Ok(crate::worker::WorkerConfig {
             concurrency: self.concurrency,
             lease: self.lease,
             poll: self.poll,
             grace: self.grace,
+            destinations: Policy {
+                scope: self.destinations,
+                allowed_hosts: self.allow_destination_hosts.clone(),
+                cluster_domain,
+                // Refused whenever the process runs in a pod, `worker -f` included.
+                api_server: crate::worker::resolver::api_server_from_env(),
+                ..Policy::default()
+            },
             ..Default::default()
         })
+    }
+
+    /// `worker --namespace`: in a pod, loopback is the pod itself (and its sidecars), not a
+    /// destination. Out of one (the cluster test suite runs roles as host processes), local
+    /// sinks stay allowed.
+    fn cluster_config(&self, in_pod: bool) -> anyhow::Result<crate::worker::WorkerConfig> {
+        let mut cfg = self.config()?;
+        cfg.destinations.allow_loopback = !in_pod;
+        Ok(cfg)
     }
 }
 
@@ -332,7 +373,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 namespace,
                 &a.database_url,
                 admin_addr(&a.admin_listen)?,
-                a.worker.config()?,
+                a.worker.cluster_config(crate::worker::resolver::in_pod())?,
                 shutdown_signal(),
             )
             .await?;
@@ -500,7 +541,62 @@ async fn shutdown_signal() {
 
 #[cfg(test)]
 mod tests {
-    use super::target_url;
+    use super::*;
+
+    fn worker_args(args: &[&str]) -> Result<WorkerModeArgs, clap::Error> {
+        let argv = ["hookgate", "worker"].iter().chain(args);
+        match Cli::try_parse_from(argv)?.command {
+            Command::Worker(a) => Ok(a),
+            other => panic!("not a worker command: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn destination_flags_reach_the_worker_policy() {
+        let a = worker_args(&[
+            "--namespace",
+            "hookgate-system",
+            "--destinations",
+            "namespace",
+            "--allow-destination-host",
+            "*.Partner.example",
+            "--allow-destination-host",
+            "api.vendor.example.",
+            "--cluster-domain",
+            "corp.internal",
+        ])
+        .unwrap();
+        let cluster = a.worker.cluster_config(true).unwrap().destinations;
+        assert_eq!(cluster.scope, Scope::Namespace);
+        assert_eq!(
+            cluster.allowed_hosts,
+            ["*.partner.example", "api.vendor.example"]
+        );
+        assert_eq!(cluster.cluster_domain, "corp.internal");
+        assert!(
+            !cluster.allow_loopback,
+            "a pod's loopback is not a destination"
+        );
+        assert!(a.worker.config().unwrap().destinations.allow_loopback);
+    }
+
+    #[test]
+    fn destinations_default_to_open_and_refuse_a_bad_host() {
+        let a = worker_args(&["-f", "x.yaml"]).unwrap();
+        let policy = a.worker.config().unwrap().destinations;
+        assert_eq!(policy.scope, Scope::Open);
+        assert_eq!(policy.cluster_domain, destinations::DEFAULT_CLUSTER_DOMAIN);
+        assert!(policy.allowed_hosts.is_empty());
+        let e = worker_args(&[
+            "-f",
+            "x.yaml",
+            "--allow-destination-host",
+            "https://x.example",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("is not a host name"), "{e}");
+    }
 
     #[test]
     fn send_url_appends_the_route_only_to_a_bare_base() {

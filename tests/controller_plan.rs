@@ -207,6 +207,28 @@ fn invalid_spec_is_reported_with_the_field_and_waits_for_a_change() {
 }
 
 #[test]
+fn a_metadata_destination_is_an_invalid_spec_in_status() {
+    let yaml = stripe(ONE).replace(
+        "http://billing:8080/hooks",
+        "http://169.254.169.254/latest/meta-data/iam/",
+    );
+    let w = World {
+        m: common::load(&yaml),
+    };
+    let p = w.plan(&w.wi(), at("2026-12-01T00:00:00Z"));
+    let ready = cond(&p, "Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "InvalidSpec")
+    );
+    assert_eq!(
+        ready.message,
+        "spec.delivery.url: 169.254.169.254 is a cloud metadata address; deliveries never go there"
+    );
+    assert_eq!(p.manifests, None, "no route is compiled for it");
+}
+
+#[test]
 fn an_unusable_key_is_invalid_key_and_never_echoes_the_value() {
     let yaml = stripe(ONE).replace("scheme: {type: stripe}", "scheme: {type: ed25519}");
     let w = World {

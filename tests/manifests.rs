@@ -254,6 +254,40 @@ fn a_validation_error_is_reported_with_the_integrations_file() {
 }
 
 #[test]
+fn a_metadata_destination_is_refused_naming_file_object_and_field() {
+    let dir = TempDir::new().unwrap();
+    for (url, reason) in [
+        (
+            "http://169.254.169.254/latest/meta-data/",
+            "169.254.169.254 is a cloud metadata address",
+        ),
+        (
+            "http://metadata.google.internal/computeMetadata/v1/",
+            "metadata.google.internal is a cloud metadata host",
+        ),
+        ("http://[fe80::1]:8080/", "fe80::1 is link-local"),
+    ] {
+        let file = write(
+            dir.path(),
+            "hooks.yaml",
+            &docs(&[SECRET, &integration("stripe", "")])
+                .replace("http://127.0.0.1:9000/stripe", url),
+        );
+        let shown = load(std::slice::from_ref(&file))
+            .route_table()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            shown.starts_with(&format!(
+                "{}: WebhookIntegration payments/stripe: spec.delivery.url: {reason}",
+                file.display()
+            )),
+            "{shown}"
+        );
+    }
+}
+
+#[test]
 fn the_same_integration_in_two_files_names_both() {
     let dir = TempDir::new().unwrap();
     let first = write(

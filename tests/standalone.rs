@@ -369,6 +369,42 @@ fn broken_manifest_stops_start_up_naming_file_object_and_field() {
 }
 
 #[test]
+fn a_metadata_destination_stops_start_up_before_listening() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hooks.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: billing}\nstringData: {k: whsec_x}\n---\n\
+         apiVersion: hookgate.dev/v1alpha1\nkind: WebhookIntegration\nmetadata: {name: pay, namespace: billing}\n\
+         spec:\n  scheme: {type: stripe}\n  keys: [{id: v1, secretRef: {name: s, key: k}}]\n\
+         \x20 delivery: {url: 'http://0xa9fea9fe/latest/meta-data/'}\n",
+    )
+    .unwrap();
+    let db = format!("sqlite://{}", dir.path().join("h.db").display());
+    let listen = format!("127.0.0.1:{}", free_port());
+    let out = run(&[
+        "standalone",
+        "-f",
+        file.to_str().unwrap(),
+        "--listen",
+        &listen,
+        "--database-url",
+        &db,
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}: WebhookIntegration billing/pay: spec.delivery.url: 169.254.169.254 is a cloud metadata address",
+            file.display()
+        )),
+        "{err}"
+    );
+    // The inbox is opened before the listener binds; neither happened.
+    assert!(!dir.path().join("h.db").exists(), "nothing is created");
+}
+
+#[test]
 fn send_explains_a_missing_private_key() {
     let out = run(&[
         "send",

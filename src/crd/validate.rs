@@ -3,6 +3,7 @@
 
 use super::{FieldSource, SchemeType, WebhookIntegrationSpec, limits};
 use crate::receiver::verify::Template;
+use crate::worker::destinations;
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -215,7 +216,16 @@ pub fn spec(spec: &WebhookIntegrationSpec) -> Result<(), FieldError> {
         ));
     }
     match reqwest::Url::parse(&spec.delivery.url) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {
+            // Only literal addresses and known names are decided here; workers check every
+            // resolved address again when they connect.
+            destinations::check_url(&u).map_err(|refusal| {
+                FieldError::new(
+                    "spec.delivery.url",
+                    format!("{refusal}; deliveries never go there"),
+                )
+            })?;
+        }
         _ => {
             return Err(FieldError::new(
                 "spec.delivery.url",
@@ -665,6 +675,36 @@ limits: {maxBodyBytes: 67108864, requestsPerSecond: 1, burst: 1}
                 "delivery: {url: /webhooks}",
                 "spec.delivery.url",
                 "must be an absolute http(s) URL",
+            ),
+            (
+                "delivery: {url: \"http://169.254.169.254/latest/meta-data/\"}",
+                "spec.delivery.url",
+                "169.254.169.254 is a cloud metadata address; deliveries never go there",
+            ),
+            (
+                "delivery: {url: \"http://169.254.10.1:8080/\"}",
+                "spec.delivery.url",
+                "link-local",
+            ),
+            (
+                "delivery: {url: \"http://[fd00:ec2::254]/\"}",
+                "spec.delivery.url",
+                "fd00:ec2::254 is a cloud metadata address",
+            ),
+            (
+                "delivery: {url: \"http://100.100.100.200/\"}",
+                "spec.delivery.url",
+                "cloud metadata address",
+            ),
+            (
+                "delivery: {url: \"http://metadata.google.internal/computeMetadata/v1/\"}",
+                "spec.delivery.url",
+                "metadata.google.internal is a cloud metadata host",
+            ),
+            (
+                "delivery: {url: \"https://kubernetes.default.svc/api\"}",
+                "spec.delivery.url",
+                "kubernetes.default.svc is the Kubernetes API server",
             ),
             // limits
             (

@@ -1,7 +1,9 @@
 //! One delivery attempt: the destination request (original body and content type, a stable
 //! `webhook-id`, a per-attempt Standard Webhooks signature, hookgate headers) and its result.
 
+use super::destinations::{self, Host, Policy};
 use super::policy::{AttemptResult, parse_retry_after};
+use super::resolver;
 use super::target::DeliveryTarget;
 use crate::inbox::Claimed;
 use crate::receiver::verify::{Scheme, SignInput, SigningKey};
@@ -64,13 +66,32 @@ pub fn headers(
     out
 }
 
+/// The host checks for one integration, before any lookup. Literal addresses never reach the
+/// client's resolver, so they are checked here too; names have their addresses checked there.
+pub fn check(target: &DeliveryTarget, policy: &Policy) -> Result<(), destinations::Refusal> {
+    match reqwest::Url::parse(&target.url)
+        .ok()
+        .as_ref()
+        .and_then(Host::of)
+    {
+        Some(host) => destinations::check_host(&host, &target.namespace, policy),
+        // reqwest reports an unusable URL itself, as a connection error.
+        None => Ok(()),
+    }
+}
+
 /// Sends one attempt. Errors are reduced to text without the URL, which may carry credentials.
+/// `client` must resolve through [`resolver::Guarded`] with the same `policy`.
 pub async fn send(
     client: &reqwest::Client,
+    policy: &Policy,
     target: &DeliveryTarget,
     event: &Claimed,
     now: DateTime<Utc>,
 ) -> AttemptResult {
+    if let Err(refusal) = check(target, policy) {
+        return AttemptResult::Refused(refusal.to_string());
+    }
     let mut req = client
         .post(&target.url)
         .timeout(target.timeout)
@@ -88,8 +109,11 @@ pub async fn send(
                 .and_then(|v| parse_retry_after(v, now));
             AttemptResult::Status { code, retry_after }
         }
-        Err(e) if e.is_timeout() => AttemptResult::Timeout,
-        Err(e) => AttemptResult::Connect(error_text(e.without_url())),
+        Err(e) => match resolver::refusal_in(&e) {
+            Some(refusal) => AttemptResult::Refused(refusal.to_string()),
+            None if e.is_timeout() => AttemptResult::Timeout,
+            None => AttemptResult::Connect(error_text(e.without_url())),
+        },
     }
 }
 

@@ -3,8 +3,10 @@
 //! come back when their lease expires (at-least-once delivery).
 
 pub mod deliver;
+pub mod destinations;
 pub mod janitor;
 pub mod policy;
+pub mod resolver;
 pub mod sink;
 pub mod target;
 
@@ -45,6 +47,8 @@ pub struct WorkerConfig {
     pub grace: Duration,
     /// How often the retention janitor runs.
     pub janitor_every: Duration,
+    /// Which destinations deliveries may reach.
+    pub destinations: destinations::Policy,
 }
 
 impl Default for WorkerConfig {
@@ -55,6 +59,7 @@ impl Default for WorkerConfig {
             poll: Duration::from_millis(250),
             grace: Duration::from_secs(30),
             janitor_every: Duration::from_secs(600),
+            destinations: destinations::Policy::default(),
         }
     }
 }
@@ -73,6 +78,8 @@ struct Inner {
     /// False until targets arrive (cluster mode waits for the first complete list).
     loaded: std::sync::atomic::AtomicBool,
     client: reqwest::Client,
+    /// The same policy the client's resolver applies, for the checks before a lookup.
+    destinations: Arc<destinations::Policy>,
     cfg: WorkerConfig,
     metrics: Arc<Metrics>,
 }
@@ -80,9 +87,26 @@ struct Inner {
 impl Worker {
     /// Must be called within a Tokio runtime: it starts the completion batching task.
     pub fn new(inbox: Inbox, targets: Targets, cfg: WorkerConfig, metrics: Arc<Metrics>) -> Self {
+        Self::with_dns(inbox, targets, cfg, metrics, Arc::new(resolver::System))
+    }
+
+    /// Like [`Worker::new`], resolving destination names with `dns` (tests stand in for a
+    /// cluster's DNS with it). The destination policy applies to whatever it answers.
+    pub fn with_dns(
+        inbox: Inbox,
+        targets: Targets,
+        cfg: WorkerConfig,
+        metrics: Arc<Metrics>,
+        dns: Arc<dyn reqwest::dns::Resolve>,
+    ) -> Self {
+        let policy = Arc::new(cfg.destinations.clone());
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(cfg.concurrency)
             .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(Arc::new(resolver::Guarded::new(policy.clone(), dns)))
+            // Through a proxy, the proxy would resolve the destination and no address check
+            // could happen here.
+            .no_proxy()
             .build()
             .expect("HTTP client builds");
         Self {
@@ -92,6 +116,7 @@ impl Worker {
                 targets: ArcSwap::from_pointee(targets),
                 loaded: true.into(),
                 client,
+                destinations: policy,
                 cfg,
                 metrics,
             }),
@@ -289,7 +314,17 @@ impl Worker {
 
         let started_at = Utc::now();
         let clock = Instant::now();
-        let result = deliver::send(&inner.client, &target, event, started_at).await;
+        let result = deliver::send(
+            &inner.client,
+            &inner.destinations,
+            &target,
+            event,
+            started_at,
+        )
+        .await;
+        if let policy::AttemptResult::Refused(reason) = &result {
+            tracing::warn!(integration = %event.integration, event_id = %event.event_id, reason = %reason, "destination refused; the event is dead-lettered");
+        }
         let elapsed = clock.elapsed();
         let duration_ms = elapsed.as_millis() as i64;
         Metrics::observe(
@@ -304,6 +339,7 @@ impl Worker {
             policy::AttemptResult::Status { code, .. } => (Some(i64::from(*code)), None),
             policy::AttemptResult::Timeout => (None, Some("timeout".to_string())),
             policy::AttemptResult::Connect(e) => (None, Some(format!("connect: {e}"))),
+            policy::AttemptResult::Refused(r) => (None, Some(format!("refused: {r}"))),
         };
         let attempt = Attempt {
             started_at,

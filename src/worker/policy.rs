@@ -19,6 +19,8 @@ pub enum AttemptResult {
     Timeout,
     /// Connection refused/reset, DNS, TLS...: the error text (no secrets).
     Connect(String),
+    /// The destination policy refused the host or an address it resolved to: why.
+    Refused(String),
 }
 
 /// The decision after an attempt.
@@ -49,6 +51,11 @@ pub fn decide(result: &AttemptResult, attempt: u32, schedule: &[Duration], jitte
         }
         AttemptResult::Timeout => ("timeout".to_owned(), None),
         AttemptResult::Connect(ref text) => (format!("connect: {text}"), None),
+        // Retrying cannot help: the same URL is refused until its integration changes.
+        AttemptResult::Refused(ref reason) => {
+            let error = format!("refused: {reason}");
+            return Outcome::DeadLetter { error };
+        }
     };
     // The schedule bounds the number of retries even when the destination asks for more.
     let Some(scheduled) = retry_delay(attempt, schedule, jitter) else {
@@ -249,6 +256,13 @@ mod tests {
         let refused = AttemptResult::Connect("connection refused".into());
         let want = retry(600, "connect: connection refused");
         assert_eq!(d(&refused, 3), want);
+        let policy = AttemptResult::Refused("169.254.169.254 is a cloud metadata address".into());
+        let want = dead("refused: 169.254.169.254 is a cloud metadata address");
+        assert_eq!(
+            d(&policy, 1),
+            want,
+            "a refusal is final on the first attempt"
+        );
     }
 
     #[test]

@@ -14,6 +14,8 @@ pub const NEVER_STORED: [&str; 3] = ["authorization", "proxy-authorization", "co
 pub struct DeliveryTarget {
     /// `namespace/name`
     pub integration: String,
+    /// The integration's namespace: its Services are the destinations `--destinations namespace` allows.
+    pub namespace: String,
     pub url: String,
     /// HMAC key (the bytes behind `whsec_`) for Standard Webhooks signatures on deliveries.
     pub signing_secret: Option<Vec<u8>>,
@@ -112,6 +114,7 @@ pub fn compile(
     let retention = spec.retention.clone().unwrap_or_default();
     Ok(DeliveryTarget {
         integration: integration.to_string(),
+        namespace: namespace.to_string(),
         url: d.url.clone(),
         signing_secret,
         forward_headers,

@@ -13,6 +13,7 @@ tests/chart/run.sh adds the counts to its own.
 
 import argparse
 import base64
+import ipaddress
 import json
 import os
 import re
@@ -449,6 +450,28 @@ def check_dashboard(objs, label, registered=None):
 # Scenarios
 
 
+def flag(args, name):
+    """Values given to `name` in a container's args, in order."""
+    return [args[i + 1] for i, a in enumerate(args[:-1]) if a == name]
+
+
+def allows(rule, address):
+    """Whether one egress rule's peers admit `address` (ipBlocks only; a rule without `to` admits all)."""
+    if "to" not in rule:
+        return True
+    ip = ipaddress.ip_address(address)
+    for peer in rule["to"]:
+        block = peer.get("ipBlock")
+        if not block:
+            continue
+        net = ipaddress.ip_network(block["cidr"])
+        if ip.version == net.version and ip in net and not any(
+                ip in ipaddress.ip_network(e) for e in block.get("except", [])
+                if ipaddress.ip_network(e).version == ip.version):
+            return True
+    return False
+
+
 def scenario_default(helm, chart, registered):
     label = "default"
     objs = helm.objects("--set", f"database.url={DB_URL}")
@@ -483,6 +506,10 @@ def scenario_default(helm, chart, registered):
         d = deployment(objs, role)
         R.check(f"{label}: {role} pods roll when database.url changes",
                 "checksum/database" in d["spec"]["template"]["metadata"].get("annotations", {}))
+    args = work["args"]
+    R.check(f"{label}: workers deliver to any Service or host (--destinations open)",
+            flag(args, "--destinations") == ["open"] and flag(args, "--cluster-domain") == ["cluster.local"]
+            and not flag(args, "--allow-destination-host"), args)
     R.check(f"{label}: image defaults to the appVersion tag",
             {c["image"] for _, p in objs.workloads() for c in p["containers"]} == {"hookgate:0.1.0"})
 
@@ -552,6 +579,29 @@ def scenario_production(helm, chart):
     R.check(f"{label}: ServiceMonitor does not select the webhook Service",
             not all(objs.get("Service", f"{FULL}-receiver")["metadata"]["labels"].get(k) == v
                     for k, v in sm["spec"]["selector"]["matchLabels"].items()))
+    # Deliveries: every Service, but neither the metadata range nor the API server. The workers'
+    # own API access is the kubeApi rule (ports 443/6443), not the delivery rule.
+    work_pol = pols[f"{FULL}-worker"]
+    kube_ports = {pt["port"] for pt in pols[f"{FULL}-worker"]["spec"]["egress"][1]["ports"]}
+    delivery = [r for r in work_pol["spec"]["egress"]
+                if {pt["port"] for pt in r.get("ports", [])} not in ({53}, kube_ports, {5432})]
+    R.check(f"{label}: worker delivery egress is not open to everything", {} not in work_pol["spec"]["egress"]
+            and delivery, work_pol["spec"]["egress"])
+    R.check(f"{label}: worker delivery egress reaches Services in every namespace",
+            any({"namespaceSelector": {}} in r.get("to", []) for r in delivery), delivery)
+    R.check(f"{label}: worker delivery egress reaches external hosts",
+            all(any(allows(r, a) for r in delivery) for a in ("203.0.113.9", "2001:db8::9")), delivery)
+    blocked = ["169.254.169.254", "169.254.0.1", "169.254.255.255", "fe80::1", "fd00:ec2::254"]
+    api = [b["ipBlock"]["cidr"] for b in objs.get("NetworkPolicy", f"{FULL}-worker")["spec"]["egress"][1].get("to", [])
+           if "ipBlock" in b]
+    R.check(f"{label}: worker delivery egress excludes the metadata range 169.254.0.0/16",
+            not [a for a in blocked if any(allows(r, a) for r in delivery)], delivery)
+    excepted = [e for r in delivery for p in r.get("to", []) for e in p.get("ipBlock", {}).get("except", [])]
+    api_server = "10.96.0.1"
+    R.check(f"{label}: worker delivery egress excludes the API server ({api_server}, the ADAPT placeholder)",
+            not any(allows(r, api_server) for r in delivery)
+            and any(ipaddress.ip_address(api_server) in ipaddress.ip_network(e) for e in excepted
+                    if ":" not in e), (excepted, api))
     R.check(f"{label}: images are pulled on every start",
             {c["imagePullPolicy"] for _, p in objs.workloads() for c in p["containers"]} == {"Always"})
 
@@ -605,6 +655,28 @@ def scenario_toggles(helm, chart):
     work_pol = objs.get("NetworkPolicy", f"{FULL}-worker")
     R.check("networkPolicy defaults: workers may deliver anywhere",
             {} in work_pol["spec"]["egress"], work_pol["spec"]["egress"])
+
+
+def scenario_destinations(helm, chart):
+    label = "worker.destinations"
+    objs = helm.objects("--set", f"database.url={DB_URL}", "--set", "worker.destinations.mode=namespace",
+                        "--set", "worker.destinations.allowedHosts[0]=api.partner.example",
+                        "--set", "worker.destinations.allowedHosts[1]=*.hooks.example",
+                        "--set", "worker.destinations.clusterDomain=corp.internal")
+    args = container(objs, "worker")["args"]
+    R.check(f"{label}: mode=namespace confines the workers",
+            flag(args, "--destinations") == ["namespace"], args)
+    R.check(f"{label}: every allowed host is passed",
+            flag(args, "--allow-destination-host") == ["api.partner.example", "*.hooks.example"], args)
+    R.check(f"{label}: the cluster domain is passed", flag(args, "--cluster-domain") == ["corp.internal"], args)
+    for name, value, needle in [
+        ("an unknown mode fails (schema)", "worker.destinations.mode=everywhere", "mode"),
+        ("a URL as an allowed host fails (schema)", "worker.destinations.allowedHosts[0]=https://x.example",
+         "allowedHosts"),
+        ("a typo'd key fails (schema)", "worker.destinations.allowHosts[0]=x.example", "allowHosts"),
+    ]:
+        rc, _, err = helm.template("--set", f"database.url={DB_URL}", "--set", value)
+        R.check(f"{label}: {name}", rc != 0 and needle in err, f"rc={rc} stderr={err.strip()[-300:]}")
 
 
 def scenario_failures(helm, chart):
@@ -671,7 +743,8 @@ def scenario_values_documented(chart):
     R.check("schema: every key in values.yaml is declared", not undeclared, undeclared)
     R.check(f"schema: typed levels refuse unknown keys ({len(closed)} levels)",
             {"(top)", "image.", "database.", "controller.", "receiver.", "worker.", "ingress.",
-             "networkPolicy.", "metrics.", "receiver.autoscaling.", "worker.probes."} <= set(closed), closed)
+             "networkPolicy.", "metrics.", "receiver.autoscaling.", "worker.probes.",
+             "worker.destinations."} <= set(closed), closed)
     lines = text.splitlines()
     undocumented = []
     for i, line in enumerate(lines):
@@ -709,6 +782,7 @@ def cmd_render(args):
     scenario_default(helm, args.chart, registered_metrics(args.metrics))
     scenario_production(helm, args.chart)
     scenario_toggles(helm, args.chart)
+    scenario_destinations(helm, args.chart)
     scenario_failures(helm, args.chart)
     return R.finish()
 

@@ -48,11 +48,16 @@ pub struct Destination {
 impl Destination {
     /// Starts on 127.0.0.1:0; answers 200 unless scripted otherwise.
     pub async fn start() -> Self {
+        Self::start_on("127.0.0.1:0").await
+    }
+
+    /// Starts on another loopback address (all of 127.0.0.0/8 is loopback on Linux).
+    pub async fn start_on(addr: &str) -> Self {
         let inner = Arc::new(Inner::default());
         let app = axum::Router::new()
             .fallback(answer)
             .with_state(inner.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
         let url = format!("http://{}/deliver", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         Self { inner, url }
