@@ -45,9 +45,9 @@ pub fn max_duration(field: &str) -> Option<Duration> {
 pub fn written(max: Duration) -> String {
     let s = max.as_secs();
     match s {
-        _ if s % DAY == 0 => format!("{}d", s / DAY),
-        _ if s % 3600 == 0 => format!("{}h", s / 3600),
-        _ if s % 60 == 0 => format!("{}m", s / 60),
+        _ if s.is_multiple_of(DAY) => format!("{}d", s / DAY),
+        _ if s.is_multiple_of(3600) => format!("{}h", s / 3600),
+        _ if s.is_multiple_of(60) => format!("{}m", s / 60),
         _ => format!("{s}s"),
     }
 }
