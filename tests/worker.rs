@@ -777,3 +777,25 @@ async fn a_worker_claims_nothing_until_its_targets_are_loaded(pool: PgPool) {
     run.await.unwrap();
     assert_eq!(s.row("early").await.0, "processed");
 }
+
+/// An attempt never outlives its claim: with a 10 s delivery timeout and a 2 s lease, a hanging
+/// destination used to be sent the same event again by a second worker once the lease ran out
+/// (and again every lease after). The attempt now ends inside the lease and is retried on the
+/// schedule, so the destination sees it once.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_hanging_delivery_is_not_sent_again_when_its_lease_runs_out(pool: PgPool) {
+    let s = Setup::new(Inbox::Postgres(pool)).await;
+    s.dest.always(Answer::Hang);
+    s.event("w/orders", "slow", "{}").await;
+    let started = std::time::Instant::now();
+    s.run_until(vec![s.worker(), s.worker()], Duration::from_secs(20), || async {
+        started.elapsed() >= Duration::from_millis(5500)
+    })
+    .await;
+    assert_eq!(s.dest.received().len(), 1, "sent once in 5.5 s with a 2 s lease");
+    let (status, attempts, error, _) = s.row("slow").await;
+    assert_eq!(
+        (status.as_str(), attempts, error.as_deref()),
+        ("retry", 1, Some("timeout"))
+    );
+}

@@ -314,14 +314,19 @@ impl Worker {
 
         let started_at = Utc::now();
         let clock = Instant::now();
-        let result = deliver::send(
+        // The attempt ends inside the claim's lease: past it another worker may claim the event
+        // and send it again while this attempt still runs.
+        let limit = policy::attempt_timeout(target.timeout, inner.cfg.lease);
+        let send = deliver::send(
             &inner.client,
             &inner.destinations,
             &target,
             event,
             started_at,
-        )
-        .await;
+        );
+        let result = tokio::time::timeout(limit, send)
+            .await
+            .unwrap_or(policy::AttemptResult::Timeout);
         if let policy::AttemptResult::Refused(reason) = &result {
             tracing::warn!(integration = %event.integration, event_id = %event.event_id, reason = %reason, "destination refused; the event is dead-lettered");
         }

@@ -76,6 +76,13 @@ fn retryable(code: u16) -> bool {
 /// The delay before retry number `attempt` (i.e. after attempt `attempt` failed):
 /// `schedule[attempt-1]` with ±10 % jitter; `None` when the schedule is exhausted.
 /// Attempt 0 is treated as 1 rather than dead-lettering an event over a caller's off-by-one.
+/// How long one attempt may run: the integration's timeout, capped at three quarters of the
+/// claim's lease, so an attempt always ends (and is recorded) before its claim can pass to
+/// another worker.
+pub fn attempt_timeout(configured: Duration, lease: Duration) -> Duration {
+    configured.min(lease.mul_f64(0.75))
+}
+
 pub fn retry_delay(attempt: u32, schedule: &[Duration], jitter: f64) -> Option<Duration> {
     let base = *schedule.get((attempt as usize).saturating_sub(1))?;
     // NaN would poison the arithmetic (0 s delay); out-of-range values would break the ±10 %.
@@ -430,5 +437,13 @@ mod tests {
         assert_eq!(DuplicateVersion.ignored_reason(), Some("duplicate_version"));
         assert_eq!(Deliver.ignored_reason(), None);
         assert_eq!(KindMismatch.ignored_reason(), None);
+    }
+
+    #[test]
+    fn an_attempt_ends_inside_its_lease() {
+        let s = Duration::from_secs;
+        assert_eq!(attempt_timeout(s(10), s(60)), s(10));
+        assert_eq!(attempt_timeout(s(10), s(2)), Duration::from_millis(1500));
+        assert_eq!(attempt_timeout(s(300), s(60)), s(45));
     }
 }
