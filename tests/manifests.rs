@@ -247,7 +247,7 @@ fn a_validation_error_is_reported_with_the_integrations_file() {
     assert_eq!(
         shown,
         format!(
-            "{}: WebhookIntegration payments/stripe: spec.limits.burst: must be at least 1",
+            "{}: WebhookIntegration payments/stripe: spec.limits.burst: must be between 1 and 100000",
             file.display()
         )
     );

@@ -788,11 +788,17 @@ async fn a_hanging_delivery_is_not_sent_again_when_its_lease_runs_out(pool: PgPo
     s.dest.always(Answer::Hang);
     s.event("w/orders", "slow", "{}").await;
     let started = std::time::Instant::now();
-    s.run_until(vec![s.worker(), s.worker()], Duration::from_secs(20), || async {
-        started.elapsed() >= Duration::from_millis(5500)
-    })
+    s.run_until(
+        vec![s.worker(), s.worker()],
+        Duration::from_secs(20),
+        || async { started.elapsed() >= Duration::from_millis(5500) },
+    )
     .await;
-    assert_eq!(s.dest.received().len(), 1, "sent once in 5.5 s with a 2 s lease");
+    assert_eq!(
+        s.dest.received().len(),
+        1,
+        "sent once in 5.5 s with a 2 s lease"
+    );
     let (status, attempts, error, _) = s.row("slow").await;
     assert_eq!(
         (status.as_str(), attempts, error.as_deref()),

@@ -355,6 +355,17 @@ fn scheme(spec: &WebhookIntegrationSpec) -> Result<(), FieldError> {
             "uses {timestamp} but timestampHeader is empty",
         ));
     }
+    if !ts_header.is_empty() && !template.uses_timestamp() {
+        // The freshness window would check a value nobody signed: a captured request replays
+        // forever with a new timestamp header.
+        return Err(FieldError::new(
+            "spec.scheme.signedPayload",
+            format!(
+                "does not include {{timestamp}}, so the {ts_header} header is not signed: add \
+                 {{timestamp}}, or set timestampHeader: \"\" if the provider sends none"
+            ),
+        ));
+    }
     let id_header = s
         .event_id_header
         .as_deref()
@@ -526,7 +537,7 @@ limits: {maxBodyBytes: 67108864, requestsPerSecond: 1, burst: 1}
                 "uses {timestamp} but timestampHeader is empty",
             ),
             (
-                r#"scheme: {type: ed25519, eventIdHeader: "", signedPayload: "{event_id}.{body}"}"#,
+                r#"scheme: {type: ed25519, timestampHeader: "", eventIdHeader: "", signedPayload: "{event_id}.{body}"}"#,
                 "spec.scheme.signedPayload",
                 "uses {event_id} but eventIdHeader is empty",
             ),
@@ -736,6 +747,16 @@ limits: {maxBodyBytes: 67108864, requestsPerSecond: 1, burst: 1}
                 "limits: {requestsPerSecond: 10, burst: 0}",
                 "spec.limits.burst",
                 "must be between 1 and 100000",
+            ),
+            (
+                "scheme: {type: hmac-sha256, signedPayload: '{body}'}",
+                "spec.scheme.signedPayload",
+                "X-Timestamp header is not signed",
+            ),
+            (
+                "scheme: {type: ed25519, timestampHeader: X-Sent-At, signedPayload: '{event_id}.{body}'}",
+                "spec.scheme.signedPayload",
+                "X-Sent-At header is not signed",
             ),
             (
                 "replay: {tolerance: 25h}",
