@@ -198,6 +198,10 @@ pub struct WorkerArgs {
     /// On SIGTERM, how long in-flight deliveries may finish before their claims are released.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub grace: std::time::Duration,
+    /// How long an event whose integration is gone waits for it to come back before it is
+    /// dead-lettered as `integration_missing` (counted from its arrival).
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration, env = "HOOKGATE_ORPHAN_GRACE")]
+    pub orphan_grace: std::time::Duration,
     /// Where integrations may deliver: `open` (any Service, any external host) or `namespace`
     /// (Services of the integration's own namespace, plus --allow-destination-host). Metadata
     /// addresses and the API server are refused either way.
@@ -233,6 +237,7 @@ impl WorkerArgs {
             lease: self.lease,
             poll: self.poll,
             grace: self.grace,
+            orphan_grace: self.orphan_grace,
             destinations: Policy {
                 scope: self.destinations,
                 allowed_hosts: self.allow_destination_hosts.clone(),

@@ -16,6 +16,7 @@ pub mod plugin;
 pub mod receiver;
 pub mod send;
 pub mod standalone;
+pub mod time;
 pub mod tls;
 pub mod watch_backoff;
 pub mod worker;

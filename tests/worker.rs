@@ -805,3 +805,87 @@ async fn a_hanging_delivery_is_not_sent_again_when_its_lease_runs_out(pool: PgPo
         ("retry", 1, Some("timeout"))
     );
 }
+
+/// An event whose integration is no longer configured (deleted, or its target cannot be built)
+/// is not requeued forever: past the orphan grace it is dead-lettered as `integration_missing`,
+/// where `dlq replay` can bring it back once the integration returns.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn an_event_of_a_deleted_integration_is_dead_lettered_after_the_grace(pool: PgPool) {
+    let s = Setup::new(Inbox::Postgres(pool)).await;
+    s.h.set_now(chrono::Utc::now()); // received now, not at the harness's pinned t0
+    s.event("w/orders", "orphan", "{}").await;
+    let without_orders = |grace| {
+        let mut targets = worker::targets(&s.h.receiver.routes());
+        targets.remove("w/orders");
+        Worker::new(
+            s.h.receiver.inbox().clone(),
+            targets,
+            WorkerConfig {
+                orphan_grace: grace,
+                ..cfg()
+            },
+            Arc::new(Metrics::new()),
+        )
+    };
+    // Within the grace: deferred, not failed (the integration may be on its way back).
+    assert_eq!(
+        without_orders(Duration::from_secs(3600))
+            .run_once()
+            .await
+            .unwrap(),
+        1
+    );
+    let (status, attempts, error, _) = s.row("orphan").await;
+    assert_eq!((status.as_str(), attempts, error), ("pending", 0, None));
+
+    let Inbox::Postgres(pool) = s.h.receiver.inbox() else {
+        unreachable!()
+    };
+    sqlx::query("UPDATE inbox_events SET next_attempt_at = now() WHERE event_id = 'orphan'")
+        .execute(pool)
+        .await
+        .unwrap();
+    assert_eq!(without_orders(Duration::ZERO).run_once().await.unwrap(), 1);
+    let (status, _, error, _) = s.row("orphan").await;
+    assert_eq!(
+        (status.as_str(), error.as_deref()),
+        ("dead_letter", Some("integration_missing"))
+    );
+    assert!(s.dest.received().is_empty());
+}
+
+/// Rows of an integration that no longer exists are not kept forever: the janitor applies the
+/// default retention to them (30 d for finished events), and still never touches dead letters.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn janitor_cleans_rows_of_integrations_that_no_longer_exist(pool: PgPool) {
+    let s = Setup::new(Inbox::Postgres(pool)).await;
+    s.event("w/orders", "old", "{}").await;
+    s.event("w/orders", "recent", "{}").await;
+    s.worker().run_once().await.unwrap();
+    let Inbox::Postgres(pool) = s.h.receiver.inbox() else {
+        unreachable!()
+    };
+    sqlx::query(
+        "UPDATE inbox_events SET processed_at = now() - interval '31 days' WHERE event_id = 'old'",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    let mut targets = worker::targets(&s.h.receiver.routes());
+    targets.remove("w/orders");
+    let w = Worker::new(
+        s.h.receiver.inbox().clone(),
+        targets,
+        cfg(),
+        Arc::new(Metrics::new()),
+    );
+    let (_, deleted, _) = worker::janitor::sweep(s.h.receiver.inbox(), &w)
+        .await
+        .unwrap();
+    assert_eq!(deleted, 1);
+    let left: Vec<String> = sqlx::query_scalar("SELECT event_id FROM inbox_events")
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    assert_eq!(left, ["recent"]);
+}

@@ -99,14 +99,13 @@ pub fn due(
     if fresh_request.is_some() {
         return Some(Rotation::Requested);
     }
-    let every = every.and_then(|e| chrono::Duration::from_std(e).ok())?;
-    (now >= newest + every).then_some(Rotation::Scheduled)
+    (now >= crate::time::after(newest, every?)).then_some(Rotation::Scheduled)
 }
 
 /// When the next scheduled rotation is due.
 pub fn next_scheduled(owned: &Owned, every: Option<Duration>) -> Option<DateTime<Utc>> {
     let newest = owned.ids.last().and_then(|id| created_at(id))?;
-    Some(newest + chrono::Duration::from_std(every?).ok()?)
+    Some(crate::time::after(newest, every?))
 }
 
 #[cfg(test)]

@@ -81,13 +81,7 @@ fn format_time(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
-/// Saturates instead of panicking: an absurd overlap from config must not crash the controller.
-fn add(t: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
-    TimeDelta::from_std(d)
-        .ok()
-        .and_then(|d| t.checked_add_signed(d))
-        .unwrap_or(DateTime::<Utc>::MAX_UTC)
-}
+use crate::time::after as add;
 
 pub fn plan_keys(
     spec_keys: &[KeySpec],

@@ -99,8 +99,6 @@ impl NewEvent {
         } else {
             [0; 32]
         };
-        let retention =
-            chrono::Duration::from_std(nonce_retention).unwrap_or(chrono::Duration::days(1));
         Self {
             body_sha256: sha2::Sha256::digest(&body).into(),
             verified,
@@ -117,7 +115,7 @@ impl NewEvent {
                 Status::Pending
             },
             received_at,
-            nonce_expires_at: received_at + retention,
+            nonce_expires_at: crate::time::after(received_at, nonce_retention),
             digest,
             needs_nonce,
         }

@@ -3,28 +3,50 @@
 //! Dead letters are kept until replayed or purged.
 
 use super::Worker;
+use crate::crd::defaults;
 use crate::inbox::Inbox;
+use crate::time;
 use chrono::Utc;
 use std::time::Duration;
 
-fn ago(d: Duration) -> chrono::Duration {
-    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
-}
-
-/// One pass over every configured integration. Returns (bodies dropped, events deleted, nonces).
+/// One pass over every integration in the inbox. Returns (bodies dropped, events deleted,
+/// nonces). Integrations no longer configured keep the default retention, so their rows do not
+/// stay forever.
 pub async fn sweep(inbox: &Inbox, worker: &Worker) -> crate::Result<(u64, u64, u64)> {
     let now = Utc::now();
     let (mut purged, mut deleted) = (0, 0);
-    for target in worker.targets_snapshot().values() {
-        purged += inbox
-            .purge_payloads(
-                &target.integration,
-                now - ago(target.retention_payload),
-                now,
+    let targets = worker.targets_snapshot();
+    let mut retention: Vec<(String, Duration, Duration)> = targets
+        .values()
+        .map(|t| {
+            (
+                t.integration.clone(),
+                t.retention_payload,
+                t.retention_dedupe,
             )
+        })
+        .collect();
+    if worker.targets_loaded() {
+        let mut gone: Vec<String> = inbox
+            .stats_of(None, now)
+            .await?
+            .into_iter()
+            .map(|s| s.integration)
+            .filter(|i| !targets.contains_key(i))
+            .collect();
+        gone.sort();
+        gone.dedup();
+        retention.extend(
+            gone.into_iter()
+                .map(|i| (i, defaults::RETENTION_PAYLOAD, defaults::RETENTION_DEDUPE)),
+        );
+    }
+    for (integration, payload, dedupe) in retention {
+        purged += inbox
+            .purge_payloads(&integration, time::before(now, payload), now)
             .await?;
         deleted += inbox
-            .delete_finished(&target.integration, now - ago(target.retention_dedupe))
+            .delete_finished(&integration, time::before(now, dedupe))
             .await?;
     }
     let nonces = inbox.prune_nonces(now).await?;

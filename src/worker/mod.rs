@@ -49,6 +49,9 @@ pub struct WorkerConfig {
     pub janitor_every: Duration,
     /// Which destinations deliveries may reach.
     pub destinations: destinations::Policy,
+    /// How long an event whose integration is not configured waits for it to come back before it
+    /// is dead-lettered as `integration_missing`, counted from its arrival.
+    pub orphan_grace: Duration,
 }
 
 impl Default for WorkerConfig {
@@ -60,6 +63,7 @@ impl Default for WorkerConfig {
             grace: Duration::from_secs(30),
             janitor_every: Duration::from_secs(600),
             destinations: destinations::Policy::default(),
+            orphan_grace: Duration::from_secs(3600),
         }
     }
 }
@@ -183,9 +187,8 @@ impl Worker {
                 }
             }
             let now = Utc::now();
-            let lease =
-                chrono::Duration::from_std(cfg.lease).unwrap_or(chrono::Duration::seconds(60));
-            let batch = match self.inner.inbox.claim(now, now + lease, free as i64).await {
+            let until = crate::time::after(now, cfg.lease);
+            let batch = match self.inner.inbox.claim(now, until, free as i64).await {
                 Ok(b) => b,
                 Err(e) => {
                     tracing::warn!(error = %e, "claiming events failed; retrying");
@@ -242,12 +245,11 @@ impl Worker {
     /// Claims one batch and delivers it to the end. For tests and one-shot runs.
     pub async fn run_once(&self) -> crate::Result<usize> {
         let now = Utc::now();
-        let lease = chrono::Duration::from_std(self.inner.cfg.lease)
-            .unwrap_or(chrono::Duration::seconds(60));
+        let until = crate::time::after(now, self.inner.cfg.lease);
         let batch = self
             .inner
             .inbox
-            .claim(now, now + lease, self.inner.cfg.concurrency as i64)
+            .claim(now, until, self.inner.cfg.concurrency as i64)
             .await?;
         for event in &batch {
             self.deliver(event).await;
@@ -259,6 +261,14 @@ impl Worker {
     pub async fn deliver(&self, event: &Claimed) {
         let inner = &self.inner;
         let Some(target) = inner.targets.load().get(&event.integration).cloned() else {
+            let now = Utc::now();
+            if policy::orphaned(event.received_at, now, inner.cfg.orphan_grace) {
+                tracing::warn!(integration = %event.integration, event_id = %event.event_id, "integration no longer configured; dead-lettered as integration_missing");
+                let error = "integration_missing".to_string();
+                self.finish(event, Completion::DeadLetter { error }, None)
+                    .await;
+                return;
+            }
             tracing::warn!(integration = %event.integration, event_id = %event.event_id, "no configuration for this integration; will look again in a minute");
             let _ = inner
                 .inbox
@@ -276,9 +286,7 @@ impl Worker {
         {
             let token = format!("{:032x}", rand::random::<u128>());
             let now = Utc::now();
-            let until = now
-                + chrono::Duration::from_std(inner.cfg.lease)
-                    .unwrap_or(chrono::Duration::seconds(60));
+            let until = crate::time::after(now, inner.cfg.lease);
             let last = match inner
                 .inbox
                 .lock_resource(&event.integration, &resource, now, until, &token)
@@ -365,8 +373,7 @@ impl Worker {
                 Completion::Processed { version }
             }
             Outcome::Retry { delay, error } => Completion::Retry {
-                next_attempt_at: Utc::now()
-                    + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::hours(24)),
+                next_attempt_at: crate::time::after(Utc::now(), delay),
                 error,
             },
             Outcome::DeadLetter { error } => Completion::DeadLetter { error },

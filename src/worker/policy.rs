@@ -83,6 +83,13 @@ pub fn attempt_timeout(configured: Duration, lease: Duration) -> Duration {
     configured.min(lease.mul_f64(0.75))
 }
 
+/// Whether an event whose integration is not configured has waited long enough for it: past
+/// the grace it is dead-lettered instead of deferred again (saturating: any clock is fine).
+pub fn orphaned(received_at: DateTime<Utc>, now: DateTime<Utc>, grace: Duration) -> bool {
+    let waited = (now - received_at).to_std().unwrap_or_default();
+    waited >= grace
+}
+
 pub fn retry_delay(attempt: u32, schedule: &[Duration], jitter: f64) -> Option<Duration> {
     let base = *schedule.get((attempt as usize).saturating_sub(1))?;
     // NaN would poison the arithmetic (0 s delay); out-of-range values would break the ±10 %.
@@ -445,5 +452,22 @@ mod tests {
         assert_eq!(attempt_timeout(s(10), s(60)), s(10));
         assert_eq!(attempt_timeout(s(10), s(2)), Duration::from_millis(1500));
         assert_eq!(attempt_timeout(s(300), s(60)), s(45));
+    }
+
+    #[test]
+    fn an_event_is_orphaned_once_it_has_waited_the_grace() {
+        let t0: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
+        let hour = Duration::from_secs(3600);
+        assert!(!orphaned(t0, t0 + chrono::Duration::minutes(59), hour));
+        assert!(orphaned(t0, t0 + chrono::Duration::minutes(60), hour));
+        assert!(
+            !orphaned(t0, t0 - chrono::Duration::days(1), hour),
+            "a clock behind"
+        );
+        assert!(orphaned(
+            DateTime::<Utc>::MIN_UTC,
+            DateTime::<Utc>::MAX_UTC,
+            hour
+        ));
     }
 }
