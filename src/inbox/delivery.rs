@@ -27,9 +27,9 @@ pub struct Claimed {
 /// How a claimed event ends this round.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Completion {
-    /// Delivered; `version` = (resource id, stored version) advances the ordering gate.
+    /// Delivered; `version` advances the ordering gate.
     Processed {
-        version: Option<(String, String)>,
+        version: Option<Advance>,
     },
     Retry {
         next_attempt_at: DateTime<Utc>,
@@ -42,6 +42,18 @@ pub enum Completion {
     Ignored {
         reason: &'static str,
     },
+}
+
+/// Moving a resource's ordering version forward after a delivery. Fenced: it applies only while
+/// `token` still holds the resource's lock and the stored version is still `previous`, the one
+/// the gate compared against; a worker that lost its lock can never move the version back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Advance {
+    pub resource: String,
+    /// The delivered version, in its stored form.
+    pub version: String,
+    pub token: String,
+    pub previous: Option<String>,
 }
 
 /// One delivery attempt, as recorded with the event.
@@ -90,7 +102,8 @@ const RECORD_ATTEMPT: &str = "INSERT INTO delivery_attempts \
      VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
 const ADVANCE_VERSION: &str = "UPDATE resource_versions SET version = $1, updated_at = $2 \
-     WHERE integration = $3 AND resource_id = $4";
+     WHERE integration = $3 AND resource_id = $4 AND lock_token = $5 \
+     AND version IS NOT DISTINCT FROM $6";
 
 const LOCK_RESOURCE: &str = "INSERT INTO resource_versions \
      (integration, resource_id, version, updated_at, locked_until, lock_token) \
@@ -232,14 +245,20 @@ impl Inbox {
                     .execute(&mut *tx)
                     .await?;
             }
-            if let Completion::Processed { version: Some((resource, version)) } = completion {
-                sqlx::query(ADVANCE_VERSION)
-                    .bind(version)
+            if let Completion::Processed { version: Some(a) } = completion {
+                let moved = sqlx::query(ADVANCE_VERSION)
+                    .bind(&a.version)
                     .bind(now)
                     .bind(&claimed.integration)
-                    .bind(resource)
+                    .bind(&a.resource)
+                    .bind(&a.token)
+                    .bind(&a.previous)
                     .execute(&mut *tx)
-                    .await?;
+                    .await?
+                    .rows_affected();
+                if moved == 0 {
+                    tracing::warn!(integration = %claimed.integration, event_id = %claimed.event_id, "ordering lock lost during delivery; the resource version was not moved");
+                }
             }
             tx.commit().await?;
             Ok(true)

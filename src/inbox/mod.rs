@@ -23,7 +23,7 @@ mod retention;
 mod store;
 
 pub use complete::Completer;
-pub use delivery::{Attempt, CLAIM_PG, Claimed, Completion};
+pub use delivery::{Advance, Attempt, CLAIM_PG, Claimed, Completion};
 pub use dlq::*;
 pub use event::{EventSummary, InsertOutcome, ListFilter, NewEvent, Status};
 pub use group::{GroupCommit, GroupCommitConfig, MAX_BATCH};

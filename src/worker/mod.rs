@@ -10,7 +10,7 @@ pub mod resolver;
 pub mod sink;
 pub mod target;
 
-use crate::inbox::{Attempt, Claimed, Completion, Inbox};
+use crate::inbox::{Advance, Attempt, Claimed, Completion, Inbox};
 use crate::metrics::Metrics;
 use crate::receiver::route::RouteTable;
 use arc_swap::ArcSwap;
@@ -292,7 +292,7 @@ impl Worker {
                 .lock_resource(&event.integration, &resource, now, until, &token)
                 .await
             {
-                Ok(Some(last)) => last.and_then(|s| Version::parse_stored(&s)),
+                Ok(Some(stored)) => stored,
                 Ok(None) | Err(_) => {
                     // Another delivery of this resource is in flight: try again shortly.
                     let _ = inner
@@ -302,9 +302,17 @@ impl Worker {
                     return;
                 }
             };
-            held = Some((resource.clone(), token));
-            match policy::gate(last.as_ref(), &incoming) {
-                Gate::Deliver => version = Some((resource, incoming.to_stored())),
+            held = Some((resource.clone(), token.clone()));
+            let parsed = last.as_deref().and_then(Version::parse_stored);
+            match policy::gate(parsed.as_ref(), &incoming) {
+                Gate::Deliver => {
+                    version = Some(Advance {
+                        resource,
+                        version: incoming.to_stored(),
+                        token,
+                        previous: last,
+                    })
+                }
                 Gate::KindMismatch => {
                     Metrics::count(&inner.metrics.ordering_ungated, &event.integration)
                 }
