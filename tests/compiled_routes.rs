@@ -17,7 +17,7 @@ fn secret_for(
 ) -> k8s_openapi::api::core::v1::Secret {
     let wi = &yaml_manifests.find(integration).unwrap().integration;
     let text = compiled::render(wi, not_after, &yaml_manifests.secrets);
-    compiled::secret("hookgate-system", wi, text)
+    compiled::secret("hookgate-system", wi, text, &[])
 }
 
 #[test]

@@ -56,6 +56,7 @@ impl World {
             missing: &[],
             last_used: &HashMap::new(),
             claims: &[],
+            retired: &[],
             foreign_secret: None,
             now,
         })
@@ -171,6 +172,7 @@ fn missing_secret_is_a_false_condition_with_a_bounded_retry() {
         missing: &["stripe-keys".to_string()],
         last_used: &HashMap::new(),
         claims: &[],
+        retired: &[],
         foreign_secret: None,
         now: at("2026-12-01T00:00:00Z"),
     });
@@ -254,6 +256,7 @@ fn a_retiring_key_still_in_use_raises_a_warning() {
         missing: &[],
         last_used: &last_used,
         claims: &[],
+        retired: &[],
         foreign_secret: None,
         now: t0 + Duration::hours(1),
     });
@@ -304,6 +307,7 @@ fn a_path_claimed_first_elsewhere_is_a_conflict_and_removes_the_route() {
             missing: &[],
             last_used: &HashMap::new(),
             claims,
+            retired: &[],
             foreign_secret: None,
             now,
         })
@@ -333,4 +337,43 @@ fn a_path_claimed_first_elsewhere_is_a_conflict_and_removes_the_route() {
     let p = run(&[mine, other]);
     assert_eq!(cond(&p, "Ready").status, "True");
     assert!(p.manifests.is_some() && !p.remove_route);
+}
+
+/// A retired key stays retired when the integration's status is lost (a restore, a `kubectl
+/// replace`): its retirement is also recorded on the compiled route, which the plan reads.
+#[test]
+fn a_retired_key_is_not_revived_when_status_is_lost() {
+    let w = World::new(TWO);
+    let mut wi = w.wi();
+    wi.status = None;
+    let now = at("2026-06-01T00:00:00Z");
+    let run = |retired: &[String]| {
+        plan::plan(&Inputs {
+            wi: &wi,
+            secrets: &w.m.secrets,
+            missing: &[],
+            last_used: &HashMap::new(),
+            claims: &[],
+            retired,
+            foreign_secret: None,
+            now,
+        })
+    };
+    // Without the record, v1 would be merely Retiring again, accepted for a new overlap.
+    assert_eq!(
+        phases(&run(&[])),
+        [
+            ("v1".into(), "Retiring".into()),
+            ("v2".into(), "Active".into())
+        ]
+    );
+    let p = run(&["v1".to_string()]);
+    assert_eq!(
+        phases(&p),
+        [
+            ("v1".into(), "Retired".into()),
+            ("v2".into(), "Active".into())
+        ]
+    );
+    assert_eq!(p.retired, ["v1"], "and the record is written again");
 }

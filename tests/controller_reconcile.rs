@@ -255,7 +255,12 @@ async fn retire_at_reached_retires_the_key() {
         )
         .await;
         expect(&mut api, "GET", ROUTES, (200, routes(&[]))).await;
-        expect(&mut api, "PATCH", ROUTE, (200, route_answer())).await;
+        let route = expect(&mut api, "PATCH", ROUTE, (200, route_answer())).await;
+        assert_eq!(
+            route["metadata"]["annotations"]["hookgate.dev/retired-keys"],
+            "v1",
+            "the retirement is recorded beside the route, not only in status"
+        );
         let status = expect(
             &mut api,
             "PATCH",

@@ -24,6 +24,9 @@ pub const INTEGRATION_ANNOTATION: &str = "hookgate.dev/integration";
 pub const PATH_ANNOTATION: &str = "hookgate.dev/path";
 pub const CLAIMED_AT_ANNOTATION: &str = "hookgate.dev/claimed-at";
 pub const UID_ANNOTATION: &str = "hookgate.dev/uid";
+/// Comma-separated ids of the integration's retired keys: kept with the route, not only in the
+/// integration's status, so a lost or restored status cannot revive a retired key.
+pub const RETIRED_ANNOTATION: &str = "hookgate.dev/retired-keys";
 /// Data key holding the manifests.
 pub const MANIFESTS_KEY: &str = "manifests.yaml";
 
@@ -64,6 +67,20 @@ pub fn recorded_claim(secret: &Secret) -> Option<Claim> {
         claimed_at: a.get(CLAIMED_AT_ANNOTATION).and_then(|t| t.parse().ok()),
         uid: a.get(UID_ANNOTATION).cloned().unwrap_or_default(),
     })
+}
+
+/// The key ids recorded as retired on a compiled route Secret.
+pub fn recorded_retired(secret: &Secret) -> Vec<String> {
+    secret
+        .annotations()
+        .get(RETIRED_ANNOTATION)
+        .map(|ids| {
+            ids.split(',')
+                .filter(|id| !id.is_empty())
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// `route.<namespace>.<name>`, or a hashed name when that would exceed the 253-character limit.
@@ -129,7 +146,12 @@ pub fn render(
 }
 
 /// The Secret object the controller applies in its namespace.
-pub fn secret(controller_namespace: &str, wi: &WebhookIntegration, manifests: String) -> Secret {
+pub fn secret(
+    controller_namespace: &str,
+    wi: &WebhookIntegration,
+    manifests: String,
+    retired: &[String],
+) -> Secret {
     let namespace = wi.namespace().unwrap_or_else(|| "default".into());
     let claim = claim(wi);
     let mut annotations = BTreeMap::from([
@@ -137,6 +159,9 @@ pub fn secret(controller_namespace: &str, wi: &WebhookIntegration, manifests: St
         (PATH_ANNOTATION.to_string(), claim.path),
         (UID_ANNOTATION.to_string(), claim.uid),
     ]);
+    if !retired.is_empty() {
+        annotations.insert(RETIRED_ANNOTATION.to_string(), retired.join(","));
+    }
     if let Some(at) = claim.claimed_at {
         annotations.insert(
             CLAIMED_AT_ANNOTATION.to_string(),

@@ -34,6 +34,8 @@ pub struct Plan {
     pub manifests: Option<String>,
     /// Delete this integration's compiled route: another integration owns its path.
     pub remove_route: bool,
+    /// Spec key ids that are retired, recorded on the compiled route beside the manifests.
+    pub retired: Vec<String>,
     pub notes: Vec<Note>,
     pub requeue_after: Duration,
 }
@@ -48,6 +50,8 @@ pub struct Inputs<'a> {
     pub last_used: &'a HashMap<String, DateTime<Utc>>,
     /// The path claims recorded on the compiled routes (every integration's, this one's too).
     pub claims: &'a [Claim],
+    /// Key ids recorded as retired on this integration's compiled route.
+    pub retired: &'a [String],
     /// `namespace/name` of a Secret where the generated keys belong that this integration does
     /// not own (someone else created it): never adopted or overwritten.
     pub foreign_secret: Option<&'a str>,
@@ -131,6 +135,7 @@ pub fn plan(i: &Inputs) -> Plan {
             status,
             manifests: None,
             remove_route: false,
+            retired: Vec::new(),
             notes: vec![Note {
                 warning: true,
                 reason,
@@ -192,9 +197,24 @@ pub fn plan(i: &Inputs) -> Plan {
         );
     }
 
+    // Retirement recorded outside status (on the compiled route) survives a lost or restored
+    // status: such a key is Retired whatever the status says.
+    let mut previous = prev.keys.clone();
+    for id in i.retired {
+        match previous.iter_mut().find(|k| &k.id == id) {
+            Some(k) => k.phase = Phase::Retired.as_str().to_string(),
+            None => previous.push(crate::crd::KeyStatus {
+                id: id.clone(),
+                phase: Phase::Retired.as_str().to_string(),
+                since: None,
+                retire_at: None,
+                last_used_at: None,
+            }),
+        }
+    }
     let keys = phases::plan_keys(
         &i.wi.spec.keys,
-        &prev.keys,
+        &previous,
         i.last_used,
         overlap,
         keep_retired,
@@ -284,6 +304,12 @@ pub fn plan(i: &Inputs) -> Plan {
         status,
         manifests: Some(compiled::render(i.wi, &not_after, i.secrets)),
         remove_route: false,
+        retired: keys
+            .keys
+            .iter()
+            .filter(|k| k.phase == Phase::Retired)
+            .map(|k| k.id.clone())
+            .collect(),
         notes,
         requeue_after,
     }

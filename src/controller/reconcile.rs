@@ -97,13 +97,15 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Reconci
         scheduled = generated::next_scheduled(&owned, every(wi));
         owned_keys = Some((owned, data));
     }
-    let claims = route_claims(&ctx.client, &ctx.namespace).await?;
+    let own_route = compiled::secret_name(&namespace, &wi.name_any());
+    let (claims, retired) = route_claims(&ctx.client, &ctx.namespace, &own_route).await?;
     let mut plan = plan::plan(&Inputs {
         wi: &effective,
         secrets: &secrets,
         missing: &missing,
         last_used: &last_used,
         claims: &claims,
+        retired: &retired,
         foreign_secret: foreign_secret.as_deref(),
         now,
     });
@@ -166,7 +168,7 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Reconci
         delete_route(wi, ctx).await?;
     }
     if let Some(manifests) = plan.manifests {
-        let route = compiled::secret(&ctx.namespace, wi, manifests);
+        let route = compiled::secret(&ctx.namespace, wi, manifests, &plan.retired);
         let routes: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
         routes
             .patch(
@@ -204,23 +206,29 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Reconci
     Ok(Action::requeue(plan.requeue_after))
 }
 
-/// The path claims recorded on every compiled route in the controller's namespace.
-async fn route_claims(client: &Client, namespace: &str) -> Result<Vec<Claim>, ReconcileError> {
+/// The path claims recorded on every compiled route in the controller's namespace, and the
+/// retired key ids recorded on `own` (this integration's route).
+async fn route_claims(
+    client: &Client,
+    namespace: &str,
+    own: &str,
+) -> Result<(Vec<Claim>, Vec<String>), ReconcileError> {
     let routes: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let list = routes
         .list_metadata(&ListParams::default().labels(compiled::ROUTE_LABEL))
         .await?;
-    Ok(list
-        .items
-        .iter()
-        .filter_map(|m| {
-            let secret = Secret {
-                metadata: m.metadata.clone(),
-                ..Default::default()
-            };
-            compiled::recorded_claim(&secret)
-        })
-        .collect())
+    let (mut claims, mut retired) = (Vec::new(), Vec::new());
+    for m in list.items {
+        let secret = Secret {
+            metadata: m.metadata,
+            ..Default::default()
+        };
+        if secret.name_any() == own {
+            retired = compiled::recorded_retired(&secret);
+        }
+        claims.extend(compiled::recorded_claim(&secret));
+    }
+    Ok((claims, retired))
 }
 
 /// Deletes this integration's compiled route, if there is one.
