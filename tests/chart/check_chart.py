@@ -274,11 +274,11 @@ def check_rbac(objs, label, watch_namespace=""):
     for v in ("get", "patch", "update"):
         expected.add((scope, "hookgate.dev", "webhookintegrations/status", v, ()))
     expected.add((scope, "hookgate.dev", "webhookintegrations/finalizers", "update", ()))
-    for v in ("get", "list", "watch", "create", "patch", "update"):
+    for v in ("get", "list", "watch", "create", "patch"):
         expected.add((scope, "", "secrets", v, ()))
     for v in ("create", "patch"):
         expected.add((scope, "events.k8s.io", "events", v, ()))
-    for v in ("list", "create", "patch", "update", "delete"):
+    for v in ("list", "create", "patch", "delete"):
         expected.add((NAMESPACE, "", "secrets", v, ()))
     expected.add((NAMESPACE, "coordination.k8s.io", "leases", "create", ()))
     for v in ("get", "update", "patch"):
