@@ -257,8 +257,7 @@ async fn retire_at_reached_retires_the_key() {
         expect(&mut api, "GET", ROUTES, (200, routes(&[]))).await;
         let route = expect(&mut api, "PATCH", ROUTE, (200, route_answer())).await;
         assert_eq!(
-            route["metadata"]["annotations"]["hookgate.dev/retired-keys"],
-            "v1",
+            route["metadata"]["annotations"]["hookgate.dev/retired-keys"], "v1",
             "the retirement is recorded beside the route, not only in status"
         );
         let status = expect(
@@ -378,6 +377,53 @@ async fn a_path_claimed_first_by_another_namespace_is_refused_and_unrouted() {
     });
     let action = run(wi, ctx).await.unwrap();
     assert_eq!(action, Action::requeue(Duration::from_secs(15)));
+    script.await.unwrap();
+}
+
+/// When the API server refuses the compiled route (too large, invalid), status says so instead
+/// of the reconcile failing in silence.
+#[tokio::test]
+async fn a_refused_route_is_explained_in_status() {
+    let (ctx, mut api) = context();
+    let wi = integration(keys(&["v1"]), None, true, false);
+    let script = tokio::spawn(async move {
+        expect(
+            &mut api,
+            "GET",
+            "/api/v1/namespaces/pay/secrets/stripe-keys",
+            (200, secret()),
+        )
+        .await;
+        expect(&mut api, "GET", ROUTES, (200, routes(&[]))).await;
+        let refused = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid", "code": 422,
+                             "message": "Secret \"route.pay.stripe\" is invalid: data: Too long: must have at most 1048576 bytes"});
+        expect(&mut api, "PATCH", ROUTE, (422, refused)).await;
+        let status = expect(
+            &mut api,
+            "PATCH",
+            &format!("{WI}/status"),
+            (200, wi_answer()),
+        )
+        .await;
+        let ready = condition(&status, "Ready");
+        assert_eq!(
+            (ready["status"].as_str(), ready["reason"].as_str()),
+            (Some("False"), Some("RouteRejected"))
+        );
+        assert!(
+            ready["message"].as_str().unwrap().contains("Too long"),
+            "{ready}"
+        );
+        assert_eq!(condition(&status, "RouteProgrammed")["status"], "False");
+        loop {
+            let event = expect(&mut api, "POST", EVENTS, (201, event_answer())).await;
+            if event["reason"] == "RouteRejected" {
+                break;
+            }
+        }
+    });
+    let action = run(wi, ctx).await.unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_secs(60)));
     script.await.unwrap();
 }
 

@@ -314,3 +314,21 @@ pub fn plan(i: &Inputs) -> Plan {
         requeue_after,
     }
 }
+
+/// The route could not be written: Ready and RouteProgrammed turn False with the reason, and the
+/// reconcile comes back soon.
+pub fn route_refused(plan: &mut Plan, message: String) {
+    for c in plan.status.conditions.iter_mut() {
+        if c.type_ == "Ready" || c.type_ == "RouteProgrammed" {
+            c.status = "False".into();
+            c.reason = "RouteRejected".into();
+            c.message = message.clone();
+        }
+    }
+    plan.notes.push(Note {
+        warning: true,
+        reason: "RouteRejected",
+        note: message,
+    });
+    plan.requeue_after = plan.requeue_after.min(RETRY_MISSING);
+}

@@ -167,16 +167,26 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Reconci
     if plan.remove_route {
         delete_route(wi, ctx).await?;
     }
-    if let Some(manifests) = plan.manifests {
+    if let Some(manifests) = plan.manifests.take() {
         let route = compiled::secret(&ctx.namespace, wi, manifests, &plan.retired);
         let routes: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
-        routes
+        let applied = routes
             .patch(
                 &route.name_any(),
                 &PatchParams::apply(MANAGER).force(),
                 &Patch::Apply(&route),
             )
-            .await?;
+            .await;
+        match applied {
+            Ok(_) => {}
+            // The API server refused the route (too large, invalid): say so in status rather than
+            // retrying in silence. Its message names the object, never a Secret's values.
+            Err(kube::Error::Api(e)) if (400..500).contains(&e.code) && e.code != 409 => {
+                let message = format!("the compiled route was refused: {}", e.message);
+                plan::route_refused(&mut plan, message);
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
     let api: Api<WebhookIntegration> = Api::namespaced(ctx.client.clone(), &namespace);
     let status = serde_json::json!({ "status": plan.status });
