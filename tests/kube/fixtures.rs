@@ -169,6 +169,24 @@ impl Release {
         }
     }
 
+    /// Names of the compiled route Secrets in the release's namespace.
+    pub fn routes(&self, server: &ApiServer) -> Vec<String> {
+        let args = [
+            "get",
+            "secrets",
+            "-n",
+            &self.namespace,
+            "-l",
+            "hookgate.dev/route",
+            "-o",
+            "name",
+        ];
+        ok(server.kubectl(&args), None)
+            .lines()
+            .map(String::from)
+            .collect()
+    }
+
     pub fn service_account(&self, role: &str) -> String {
         format!("{}-hookgate-{role}", self.name)
     }

@@ -166,24 +166,8 @@ async fn controller_programs_routes_waits_for_secrets_and_cleans_up() {
             .contains("hookgate.dev/route"),
         "{wi}"
     );
-    let routes = ok(
-        server.kubectl(&[
-            "get",
-            "secrets",
-            "-n",
-            &r.namespace,
-            "-l",
-            "hookgate.dev/route",
-            "-o",
-            "name",
-        ]),
-        None,
-    );
-    assert_eq!(
-        routes.lines().count(),
-        1,
-        "one compiled route Secret: {routes}"
-    );
+    let routes = r.routes(server);
+    assert_eq!(routes.len(), 1, "one compiled route Secret: {routes:?}");
     let table = ok(server.kubectl(&["get", "whi", "stripe", "-n", t]), None);
     let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
     assert_eq!(
@@ -213,24 +197,8 @@ async fn controller_programs_routes_waits_for_secrets_and_cleans_up() {
         server.kubectl(&["delete", "whi", "stripe", "-n", t, "--timeout=60s"]),
         None,
     );
-    let routes = ok(
-        server.kubectl(&[
-            "get",
-            "secrets",
-            "-n",
-            &r.namespace,
-            "-l",
-            "hookgate.dev/route",
-            "-o",
-            "name",
-        ]),
-        None,
-    );
-    assert_eq!(
-        routes.lines().count(),
-        1,
-        "only late's route is left: {routes}"
-    );
+    let routes = r.routes(server);
+    assert_eq!(routes.len(), 1, "only late's route is left: {routes:?}");
     r.drop_database().await;
 }
 

@@ -42,24 +42,8 @@ async fn a_path_belongs_to_its_first_claimant_across_namespaces() {
         },
     )
     .await;
-    let routes = ok(
-        server.kubectl(&[
-            "get",
-            "secrets",
-            "-n",
-            &r.namespace,
-            "-l",
-            "hookgate.dev/route",
-            "-o",
-            "name",
-        ]),
-        None,
-    );
-    assert_eq!(
-        routes.lines().count(),
-        1,
-        "only the owner is compiled: {routes}"
-    );
+    let routes = r.routes(&server);
+    assert_eq!(routes.len(), 1, "only the owner is compiled: {routes:?}");
 
     let client = server.client().await;
     let owner = Signer::fetch(&client, &owner_ns, "stripe").await;
