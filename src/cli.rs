@@ -85,7 +85,43 @@ pub struct StandaloneArgs {
     #[command(flatten)]
     pub commit: CommitArgs,
     #[command(flatten)]
+    pub listener: ListenerArgs,
+    #[command(flatten)]
     pub worker: WorkerArgs,
+}
+
+/// Connection-level limits of the receiver's listener (the admin port takes the header timeout).
+#[derive(Args, Debug, Clone)]
+pub struct ListenerArgs {
+    /// How long a client may take to send a request's headers; a kept-alive connection idle this
+    /// long is closed too. Slow-header clients are dropped.
+    #[arg(long, default_value_t = crate::listener::HEADER_TIMEOUT.into(), env = "HOOKGATE_HEADER_TIMEOUT")]
+    pub header_timeout: humantime::Duration,
+    /// How long a client may take to send a request's body before it gets 408.
+    #[arg(long, default_value_t = crate::receiver::BODY_TIMEOUT.into(), env = "HOOKGATE_BODY_TIMEOUT")]
+    pub body_timeout: humantime::Duration,
+    /// Open connections at once; more are answered 503 `overloaded` and closed.
+    #[arg(long, default_value_t = crate::listener::MAX_CONNECTIONS, env = "HOOKGATE_MAX_CONNECTIONS")]
+    pub max_connections: usize,
+    /// Requests being handled at once; more are answered 503 `overloaded`, never queued.
+    #[arg(long, default_value_t = crate::listener::MAX_IN_FLIGHT, env = "HOOKGATE_MAX_IN_FLIGHT")]
+    pub max_in_flight: usize,
+}
+
+impl ListenerArgs {
+    pub fn limits(&self) -> anyhow::Result<crate::listener::Limits> {
+        if self.max_connections == 0 || self.max_in_flight == 0 {
+            bail!("--max-connections and --max-in-flight must be at least 1");
+        }
+        if self.header_timeout.is_zero() || self.body_timeout.is_zero() {
+            bail!("--header-timeout and --body-timeout must be more than 0");
+        }
+        Ok(crate::listener::Limits {
+            header_timeout: *self.header_timeout,
+            max_connections: self.max_connections,
+            max_in_flight: self.max_in_flight,
+        })
+    }
 }
 
 /// Group commit: how the receiver gathers concurrent requests into one transaction.
@@ -158,6 +194,8 @@ pub struct ReceiverArgs {
     pub namespace: String,
     #[command(flatten)]
     pub commit: CommitArgs,
+    #[command(flatten)]
+    pub listener: ListenerArgs,
 }
 
 /// `hookgate worker`: the delivery workers alone, against a shared database.
@@ -300,6 +338,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 database_url: a.database_url,
                 worker: (!a.no_workers).then(|| a.worker.config()).transpose()?,
                 commit: a.commit.config()?,
+                listener: a.listener.limits()?,
+                body_timeout: *a.listener.body_timeout,
             };
             standalone::run(cfg, shutdown_signal()).await?;
             Ok(())
@@ -322,6 +362,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 database_url: a.database_url,
                 namespace: a.namespace,
                 commit: a.commit.config()?,
+                listener: a.listener.limits()?,
+                body_timeout: *a.listener.body_timeout,
             };
             crate::receiver::cluster::run(cfg, shutdown_signal()).await?;
             Ok(())
@@ -346,6 +388,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 database_url: a.database_url,
                 worker: Some(a.worker.config()?),
                 commit: Default::default(),
+                listener: Default::default(),
+                body_timeout: crate::receiver::BODY_TIMEOUT,
             };
             standalone::run(cfg, shutdown_signal()).await?;
             Ok(())

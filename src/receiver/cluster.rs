@@ -90,6 +90,8 @@ pub struct Config {
     /// Where the controller writes compiled routes: the receiver's own namespace.
     pub namespace: String,
     pub commit: crate::inbox::GroupCommitConfig,
+    pub listener: crate::listener::Limits,
+    pub body_timeout: std::time::Duration,
 }
 
 /// Serves webhooks from the routes the controller compiles, until `shutdown` resolves.
@@ -108,6 +110,7 @@ pub async fn run(
         metrics.clone(),
         cfg.commit,
     )
+    .with_body_timeout(cfg.body_timeout)
     .awaiting_routes();
     let watch = tokio::spawn({
         let receiver = receiver.clone();
@@ -127,6 +130,7 @@ pub async fn run(
             addr,
             metrics,
             crate::admin::receiver_ready(receiver.clone()),
+            crate::listener::Limits::admin(cfg.listener.header_timeout),
         )
         .await?;
     }
@@ -134,9 +138,7 @@ pub async fn run(
         .await
         .map_err(io(cfg.listen))?;
     tracing::info!(addr = %cfg.listen, namespace = %cfg.namespace, "receiver listening; routes come from compiled route Secrets");
-    let served = axum::serve(listener, receiver.router())
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let served = crate::listener::serve(listener, receiver.router(), cfg.listener, shutdown).await;
     watch.abort();
     pruner.abort();
     receiver.inbox().close().await;
@@ -161,7 +163,13 @@ pub async fn run_workers(
         crate::worker::Worker::new(inbox.clone(), Default::default(), cfg, metrics.clone())
             .awaiting_targets();
     if let Some(addr) = admin_listen {
-        crate::admin::spawn(addr, metrics, crate::admin::worker_ready(worker.clone())).await?;
+        crate::admin::spawn(
+            addr,
+            metrics,
+            crate::admin::worker_ready(worker.clone()),
+            crate::listener::Limits::admin(crate::listener::HEADER_TIMEOUT),
+        )
+        .await?;
     }
     let watch = tokio::spawn({
         let worker = worker.clone();
