@@ -5,7 +5,7 @@
 use super::Receiver;
 use super::reply::Reply;
 use super::route::{CompiledRoute, Source};
-use super::verify::{Rejection, Unverified};
+use super::verify::Rejection;
 use crate::inbox::{InsertOutcome, NewEvent};
 use crate::metrics::Metrics;
 use axum::body::Body;
@@ -46,30 +46,20 @@ async fn process(rx: &Receiver, route: &CompiledRoute, req: Request) -> Reply {
             retry_after_secs: wait.as_secs_f64().ceil() as u64,
         };
     }
+    let now = (rx.clock)();
+    // Headers first: a request refused for its signature headers never costs a body read.
+    let prepared = match route.verifier.prepare(req.headers(), now) {
+        Ok(p) => p,
+        Err(rejection) => return refused(rx, route, rejection),
+    };
     let (parts, body) = req.into_parts();
     let body = match read_body(body, route.max_body_bytes, rx.body_timeout).await {
         Ok(b) => b,
         Err(reply) => return reply,
     };
-
-    let now = (rx.clock)();
-    let verified = match route.verifier.verify(
-        Unverified {
-            headers: &parts.headers,
-            body: &body,
-        },
-        now,
-    ) {
+    let verified = match route.verifier.check(prepared, &body) {
         Ok(v) => v,
-        Err(rejection) => {
-            rx.metrics
-                .signature_failure(&route.integration, rejection.reason());
-            tracing::debug!(integration = %route.integration, reason = rejection.reason(), "request refused");
-            return match rejection {
-                Rejection::Malformed(_) => Reply::Malformed,
-                Rejection::InvalidSignature(_) => Reply::InvalidSignature,
-            };
-        }
+        Err(rejection) => return refused(rx, route, rejection),
     };
     if let Some(ts) = verified.timestamp() {
         // Exact to the millisecond: |now - ts| == tolerance is still inside the window.
@@ -152,6 +142,16 @@ async fn process(rx: &Receiver, route: &CompiledRoute, req: Request) -> Reply {
         );
     }
     reply
+}
+
+fn refused(rx: &Receiver, route: &CompiledRoute, rejection: Rejection) -> Reply {
+    rx.metrics
+        .signature_failure(&route.integration, rejection.reason());
+    tracing::debug!(integration = %route.integration, reason = rejection.reason(), "request refused");
+    match rejection {
+        Rejection::Malformed(_) => Reply::Malformed,
+        Rejection::InvalidSignature(_) => Reply::InvalidSignature,
+    }
 }
 
 async fn read_body(
