@@ -87,7 +87,33 @@ pub struct StandaloneArgs {
     #[command(flatten)]
     pub listener: ListenerArgs,
     #[command(flatten)]
+    pub db: DbArgs,
+    #[command(flatten)]
     pub worker: WorkerArgs,
+}
+
+/// Deadlines of database calls (request path, worker claims and completions).
+#[derive(Args, Debug, Clone)]
+pub struct DbArgs {
+    /// How long a call may wait for a pooled database connection.
+    #[arg(long, default_value_t = crate::inbox::DbLimits::default().acquire_timeout.into(), env = "HOOKGATE_DB_ACQUIRE_TIMEOUT")]
+    pub db_acquire_timeout: humantime::Duration,
+    /// How long one statement may run or wait for locks (PostgreSQL statement_timeout, SQLite
+    /// busy timeout). A request answers 503 within both timeouts together.
+    #[arg(long, default_value_t = crate::inbox::DbLimits::default().statement_timeout.into(), env = "HOOKGATE_DB_STATEMENT_TIMEOUT")]
+    pub db_statement_timeout: humantime::Duration,
+}
+
+impl DbArgs {
+    pub fn limits(&self) -> anyhow::Result<crate::inbox::DbLimits> {
+        if self.db_acquire_timeout.is_zero() || self.db_statement_timeout.is_zero() {
+            bail!("--db-acquire-timeout and --db-statement-timeout must be more than 0");
+        }
+        Ok(crate::inbox::DbLimits {
+            acquire_timeout: *self.db_acquire_timeout,
+            statement_timeout: *self.db_statement_timeout,
+        })
+    }
 }
 
 /// Connection-level limits of the receiver's listener (the admin port takes the header timeout).
@@ -140,7 +166,10 @@ pub struct CommitArgs {
 }
 
 impl CommitArgs {
-    pub fn config(&self) -> anyhow::Result<crate::inbox::GroupCommitConfig> {
+    pub fn config(
+        &self,
+        db: crate::inbox::DbLimits,
+    ) -> anyhow::Result<crate::inbox::GroupCommitConfig> {
         if !(1..=crate::inbox::MAX_BATCH).contains(&self.commit_batch) {
             bail!(
                 "--commit-batch must be between 1 and {}, got {}",
@@ -155,6 +184,7 @@ impl CommitArgs {
             window: self.commit_window,
             max_batch: self.commit_batch,
             concurrency: self.commit_concurrency,
+            db,
         })
     }
 }
@@ -196,6 +226,8 @@ pub struct ReceiverArgs {
     pub commit: CommitArgs,
     #[command(flatten)]
     pub listener: ListenerArgs,
+    #[command(flatten)]
+    pub db: DbArgs,
 }
 
 /// `hookgate worker`: the delivery workers alone, against a shared database.
@@ -218,6 +250,8 @@ pub struct WorkerModeArgs {
     #[arg(long, default_value = "127.0.0.1:9091", env = "HOOKGATE_ADMIN_LISTEN")]
     pub admin_listen: String,
     #[command(flatten)]
+    pub db: DbArgs,
+    #[command(flatten)]
     pub worker: WorkerArgs,
 }
 
@@ -238,7 +272,7 @@ pub struct WorkerArgs {
 }
 
 impl WorkerArgs {
-    fn config(&self) -> anyhow::Result<crate::worker::WorkerConfig> {
+    fn config(&self, db: crate::inbox::DbLimits) -> anyhow::Result<crate::worker::WorkerConfig> {
         if self.concurrency == 0 {
             bail!("--concurrency must be at least 1");
         }
@@ -247,6 +281,7 @@ impl WorkerArgs {
             lease: self.lease,
             poll: self.poll,
             grace: self.grace,
+            db,
             ..Default::default()
         })
     }
@@ -331,13 +366,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Standalone(a) => {
+            let db = a.db.limits()?;
             let cfg = standalone::Config {
                 files: a.files,
                 listen: Some(a.listen),
                 admin_listen: admin_addr(&a.admin_listen)?,
                 database_url: a.database_url,
-                worker: (!a.no_workers).then(|| a.worker.config()).transpose()?,
-                commit: a.commit.config()?,
+                worker: (!a.no_workers).then(|| a.worker.config(db)).transpose()?,
+                commit: a.commit.config(db)?,
+                db,
                 listener: a.listener.limits()?,
                 body_timeout: *a.listener.body_timeout,
             };
@@ -356,12 +393,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Receiver(a) => {
+            let db = a.db.limits()?;
             let cfg = crate::receiver::cluster::Config {
                 listen: a.listen,
                 admin_listen: admin_addr(&a.admin_listen)?,
                 database_url: a.database_url,
                 namespace: a.namespace,
-                commit: a.commit.config()?,
+                commit: a.commit.config(db)?,
+                db,
                 listener: a.listener.limits()?,
                 body_timeout: *a.listener.body_timeout,
             };
@@ -374,20 +413,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 namespace,
                 &a.database_url,
                 admin_addr(&a.admin_listen)?,
-                a.worker.config()?,
+                a.worker.config(a.db.limits()?)?,
                 shutdown_signal(),
             )
             .await?;
             Ok(())
         }
         Command::Worker(a) => {
+            let db = a.db.limits()?;
             let cfg = standalone::Config {
                 files: a.files,
                 listen: None,
                 admin_listen: admin_addr(&a.admin_listen)?,
                 database_url: a.database_url,
-                worker: Some(a.worker.config()?),
+                worker: Some(a.worker.config(db)?),
                 commit: Default::default(),
+                db,
                 listener: Default::default(),
                 body_timeout: crate::receiver::BODY_TIMEOUT,
             };

@@ -24,6 +24,7 @@ pub struct Config {
     pub commit: crate::inbox::GroupCommitConfig,
     pub listener: crate::listener::Limits,
     pub body_timeout: std::time::Duration,
+    pub db: crate::inbox::DbLimits,
 }
 
 /// Loads and compiles the manifests, opens and migrates the inbox. Fails before anything listens.
@@ -40,7 +41,7 @@ pub async fn prepare(cfg: &Config) -> Result<(RouteTable, Inbox)> {
         )));
     }
     let table = manifests.route_table()?;
-    let inbox = Inbox::connect(&cfg.database_url).await?;
+    let inbox = Inbox::connect_with(&cfg.database_url, cfg.db).await?;
     inbox.migrate().await?;
     Ok((table, inbox))
 }

@@ -92,6 +92,7 @@ pub struct Config {
     pub commit: crate::inbox::GroupCommitConfig,
     pub listener: crate::listener::Limits,
     pub body_timeout: std::time::Duration,
+    pub db: crate::inbox::DbLimits,
 }
 
 /// Serves webhooks from the routes the controller compiles, until `shutdown` resolves.
@@ -102,7 +103,7 @@ pub async fn run(
     let client = Client::try_default()
         .await
         .map_err(|e| crate::Error::Config(format!("cannot reach the Kubernetes API: {e}")))?;
-    let inbox = crate::inbox::Inbox::connect(&cfg.database_url).await?;
+    let inbox = crate::inbox::Inbox::connect_with(&cfg.database_url, cfg.db).await?;
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
     let receiver = Receiver::new(
         super::route::RouteTable::default(),
@@ -157,7 +158,7 @@ pub async fn run_workers(
     let client = Client::try_default()
         .await
         .map_err(|e| crate::Error::Config(format!("cannot reach the Kubernetes API: {e}")))?;
-    let inbox = crate::inbox::Inbox::connect(database_url).await?;
+    let inbox = crate::inbox::Inbox::connect_with(database_url, cfg.db).await?;
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
     let worker =
         crate::worker::Worker::new(inbox.clone(), Default::default(), cfg, metrics.clone())

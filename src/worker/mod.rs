@@ -45,6 +45,9 @@ pub struct WorkerConfig {
     pub grace: Duration,
     /// How often the retention janitor runs.
     pub janitor_every: Duration,
+    /// Claims and completions give up after `db.deadline()`; a claim lost that way returns
+    /// after its lease, like one of a killed worker.
+    pub db: crate::inbox::DbLimits,
 }
 
 impl Default for WorkerConfig {
@@ -55,6 +58,7 @@ impl Default for WorkerConfig {
             poll: Duration::from_millis(250),
             grace: Duration::from_secs(30),
             janitor_every: Duration::from_secs(600),
+            db: Default::default(),
         }
     }
 }
@@ -87,7 +91,7 @@ impl Worker {
             .expect("HTTP client builds");
         Self {
             inner: Arc::new(Inner {
-                completer: crate::inbox::Completer::start(inbox.clone()),
+                completer: crate::inbox::Completer::start(inbox.clone(), cfg.db.deadline()),
                 inbox,
                 targets: ArcSwap::from_pointee(targets),
                 loaded: true.into(),
@@ -160,7 +164,7 @@ impl Worker {
             let now = Utc::now();
             let lease =
                 chrono::Duration::from_std(cfg.lease).unwrap_or(chrono::Duration::seconds(60));
-            let batch = match self.inner.inbox.claim(now, now + lease, free as i64).await {
+            let batch = match self.claim(now, now + lease, free as i64).await {
                 Ok(b) => b,
                 Err(e) => {
                     tracing::warn!(error = %e, "claiming events failed; retrying");
@@ -214,14 +218,22 @@ impl Worker {
         }
     }
 
+    async fn claim(
+        &self,
+        now: chrono::DateTime<Utc>,
+        lease_until: chrono::DateTime<Utc>,
+        limit: i64,
+    ) -> crate::Result<Vec<Claimed>> {
+        let deadline = self.inner.cfg.db.deadline();
+        crate::inbox::within(deadline, self.inner.inbox.claim(now, lease_until, limit)).await
+    }
+
     /// Claims one batch and delivers it to the end. For tests and one-shot runs.
     pub async fn run_once(&self) -> crate::Result<usize> {
         let now = Utc::now();
         let lease = chrono::Duration::from_std(self.inner.cfg.lease)
             .unwrap_or(chrono::Duration::seconds(60));
         let batch = self
-            .inner
-            .inbox
             .claim(now, now + lease, self.inner.cfg.concurrency as i64)
             .await?;
         for event in &batch {
