@@ -132,6 +132,10 @@ pub struct ListenerArgs {
     /// Requests being handled at once; more are answered 503 `overloaded`, never queued.
     #[arg(long, default_value_t = crate::listener::MAX_IN_FLIGHT, env = "HOOKGATE_MAX_IN_FLIGHT")]
     pub max_in_flight: usize,
+    /// Requests per second (and burst) that may fail verification on one route before the rest
+    /// get 429; they never spend the route's limits.requestsPerSecond. 0: no limit.
+    #[arg(long, default_value_t = crate::receiver::limits::UNVERIFIED_RPS, env = "HOOKGATE_UNVERIFIED_RPS")]
+    pub unverified_rps: u32,
 }
 
 impl ListenerArgs {
@@ -377,6 +381,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 db,
                 listener: a.listener.limits()?,
                 body_timeout: *a.listener.body_timeout,
+                unverified_rps: a.listener.unverified_rps,
             };
             standalone::run(cfg, shutdown_signal()).await?;
             Ok(())
@@ -403,6 +408,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 db,
                 listener: a.listener.limits()?,
                 body_timeout: *a.listener.body_timeout,
+                unverified_rps: a.listener.unverified_rps,
             };
             crate::receiver::cluster::run(cfg, shutdown_signal()).await?;
             Ok(())
@@ -431,6 +437,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 db,
                 listener: Default::default(),
                 body_timeout: crate::receiver::BODY_TIMEOUT,
+                unverified_rps: crate::receiver::limits::UNVERIFIED_RPS,
             };
             standalone::run(cfg, shutdown_signal()).await?;
             Ok(())

@@ -24,6 +24,8 @@ pub struct Config {
     pub commit: crate::inbox::GroupCommitConfig,
     pub listener: crate::listener::Limits,
     pub body_timeout: std::time::Duration,
+    /// Per route, requests per second that may fail verification (0: no limit).
+    pub unverified_rps: u32,
     pub db: crate::inbox::DbLimits,
 }
 
@@ -62,7 +64,8 @@ pub async fn run(
     let metrics = Arc::new(Metrics::new());
     let targets = worker::targets(&table);
     let receiver = Receiver::new(table, inbox.clone(), metrics.clone(), cfg.commit)
-        .with_body_timeout(cfg.body_timeout);
+        .with_body_timeout(cfg.body_timeout)
+        .with_unverified_rps(cfg.unverified_rps);
     let worker = cfg
         .worker
         .clone()

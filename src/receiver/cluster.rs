@@ -92,6 +92,8 @@ pub struct Config {
     pub commit: crate::inbox::GroupCommitConfig,
     pub listener: crate::listener::Limits,
     pub body_timeout: std::time::Duration,
+    /// Per route, requests per second that may fail verification (0: no limit).
+    pub unverified_rps: u32,
     pub db: crate::inbox::DbLimits,
 }
 
@@ -112,6 +114,7 @@ pub async fn run(
         cfg.commit,
     )
     .with_body_timeout(cfg.body_timeout)
+    .with_unverified_rps(cfg.unverified_rps)
     .awaiting_routes();
     let watch = tokio::spawn({
         let receiver = receiver.clone();

@@ -312,7 +312,8 @@ def check_roles(objs, label, db_secret, db_key):
             recv["args"][recv["args"].index("--header-timeout") + 1] == "10s"
             and recv["args"][recv["args"].index("--body-timeout") + 1] == "30s"
             and recv["args"][recv["args"].index("--max-connections") + 1] == "1024"
-            and recv["args"][recv["args"].index("--max-in-flight") + 1] == "128", recv["args"])
+            and recv["args"][recv["args"].index("--max-in-flight") + 1] == "128"
+            and recv["args"][recv["args"].index("--unverified-rps") + 1] == "20", recv["args"])
     R.check(f"{label}: receiver and worker database deadlines",
             all(c["args"][c["args"].index("--db-acquire-timeout") + 1] == "3s"
                 and c["args"][c["args"].index("--db-statement-timeout") + 1] == "5s"
