@@ -37,17 +37,27 @@ pub async fn spawn(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
     ready: ReadyCheck,
-) -> crate::Result<()> {
+    limits: crate::listener::Limits,
+) -> crate::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| crate::Error::Io {
             path: addr.to_string(),
             source,
         })?;
+    let addr = listener.local_addr().map_err(|source| crate::Error::Io {
+        path: addr.to_string(),
+        source,
+    })?;
     tracing::info!(%addr, "admin endpoints (/metrics, /healthz, /readyz) listening");
     let app = router(metrics, ready);
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    Ok(())
+    tokio::spawn(crate::listener::serve(
+        listener,
+        app,
+        limits,
+        std::future::pending(),
+    ));
+    Ok(addr)
 }
 
 /// A receiver is ready once its routing table is loaded (in a cluster: the first complete list

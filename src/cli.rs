@@ -86,7 +86,73 @@ pub struct StandaloneArgs {
     #[command(flatten)]
     pub commit: CommitArgs,
     #[command(flatten)]
+    pub listener: ListenerArgs,
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[command(flatten)]
     pub worker: WorkerArgs,
+}
+
+/// Deadlines of database calls (request path, worker claims and completions).
+#[derive(Args, Debug, Clone)]
+pub struct DbArgs {
+    /// How long a call may wait for a pooled database connection.
+    #[arg(long, default_value_t = crate::inbox::DbLimits::default().acquire_timeout.into(), env = "HOOKGATE_DB_ACQUIRE_TIMEOUT")]
+    pub db_acquire_timeout: humantime::Duration,
+    /// How long one statement may run or wait for locks (PostgreSQL statement_timeout, SQLite
+    /// busy timeout). A request answers 503 within both timeouts together.
+    #[arg(long, default_value_t = crate::inbox::DbLimits::default().statement_timeout.into(), env = "HOOKGATE_DB_STATEMENT_TIMEOUT")]
+    pub db_statement_timeout: humantime::Duration,
+}
+
+impl DbArgs {
+    pub fn limits(&self) -> anyhow::Result<crate::inbox::DbLimits> {
+        if self.db_acquire_timeout.is_zero() || self.db_statement_timeout.is_zero() {
+            bail!("--db-acquire-timeout and --db-statement-timeout must be more than 0");
+        }
+        Ok(crate::inbox::DbLimits {
+            acquire_timeout: *self.db_acquire_timeout,
+            statement_timeout: *self.db_statement_timeout,
+        })
+    }
+}
+
+/// Connection-level limits of the receiver's listener (the admin port takes the header timeout).
+#[derive(Args, Debug, Clone)]
+pub struct ListenerArgs {
+    /// How long a client may take to send a request's headers; a kept-alive connection idle this
+    /// long is closed too. Slow-header clients are dropped.
+    #[arg(long, default_value_t = crate::listener::HEADER_TIMEOUT.into(), env = "HOOKGATE_HEADER_TIMEOUT")]
+    pub header_timeout: humantime::Duration,
+    /// How long a client may take to send a request's body before it gets 408.
+    #[arg(long, default_value_t = crate::receiver::BODY_TIMEOUT.into(), env = "HOOKGATE_BODY_TIMEOUT")]
+    pub body_timeout: humantime::Duration,
+    /// Open connections at once; more are answered 503 `overloaded` and closed.
+    #[arg(long, default_value_t = crate::listener::MAX_CONNECTIONS, env = "HOOKGATE_MAX_CONNECTIONS")]
+    pub max_connections: usize,
+    /// Requests being handled at once; more are answered 503 `overloaded`, never queued.
+    #[arg(long, default_value_t = crate::listener::MAX_IN_FLIGHT, env = "HOOKGATE_MAX_IN_FLIGHT")]
+    pub max_in_flight: usize,
+    /// Requests per second (and burst) that may fail verification on one route before the rest
+    /// get 429; they never spend the route's limits.requestsPerSecond. 0: no limit.
+    #[arg(long, default_value_t = crate::receiver::limits::UNVERIFIED_RPS, env = "HOOKGATE_UNVERIFIED_RPS")]
+    pub unverified_rps: u32,
+}
+
+impl ListenerArgs {
+    pub fn limits(&self) -> anyhow::Result<crate::listener::Limits> {
+        if self.max_connections == 0 || self.max_in_flight == 0 {
+            bail!("--max-connections and --max-in-flight must be at least 1");
+        }
+        if self.header_timeout.is_zero() || self.body_timeout.is_zero() {
+            bail!("--header-timeout and --body-timeout must be more than 0");
+        }
+        Ok(crate::listener::Limits {
+            header_timeout: *self.header_timeout,
+            max_connections: self.max_connections,
+            max_in_flight: self.max_in_flight,
+        })
+    }
 }
 
 /// Group commit: how the receiver gathers concurrent requests into one transaction.
@@ -105,7 +171,10 @@ pub struct CommitArgs {
 }
 
 impl CommitArgs {
-    pub fn config(&self) -> anyhow::Result<crate::inbox::GroupCommitConfig> {
+    pub fn config(
+        &self,
+        db: crate::inbox::DbLimits,
+    ) -> anyhow::Result<crate::inbox::GroupCommitConfig> {
         if !(1..=crate::inbox::MAX_BATCH).contains(&self.commit_batch) {
             bail!(
                 "--commit-batch must be between 1 and {}, got {}",
@@ -120,6 +189,7 @@ impl CommitArgs {
             window: self.commit_window,
             max_batch: self.commit_batch,
             concurrency: self.commit_concurrency,
+            db,
         })
     }
 }
@@ -159,6 +229,10 @@ pub struct ReceiverArgs {
     pub namespace: String,
     #[command(flatten)]
     pub commit: CommitArgs,
+    #[command(flatten)]
+    pub listener: ListenerArgs,
+    #[command(flatten)]
+    pub db: DbArgs,
 }
 
 /// `hookgate worker`: the delivery workers alone, against a shared database.
@@ -180,6 +254,8 @@ pub struct WorkerModeArgs {
     /// Admin endpoints: /metrics, /healthz, /readyz. Empty string disables them.
     #[arg(long, default_value = "127.0.0.1:9091", env = "HOOKGATE_ADMIN_LISTEN")]
     pub admin_listen: String,
+    #[command(flatten)]
+    pub db: DbArgs,
     #[command(flatten)]
     pub worker: WorkerArgs,
 }
@@ -224,7 +300,7 @@ pub struct WorkerArgs {
 }
 
 impl WorkerArgs {
-    fn config(&self) -> anyhow::Result<crate::worker::WorkerConfig> {
+    fn config(&self, db: crate::inbox::DbLimits) -> anyhow::Result<crate::worker::WorkerConfig> {
         if self.concurrency == 0 {
             bail!("--concurrency must be at least 1");
         }
@@ -246,6 +322,7 @@ impl WorkerArgs {
                 api_server: crate::worker::resolver::api_server_from_env(),
                 ..Policy::default()
             },
+            db,
             ..Default::default()
         })
     }
@@ -253,8 +330,12 @@ impl WorkerArgs {
     /// `worker --namespace`: in a pod, loopback is the pod itself (and its sidecars), not a
     /// destination. Out of one (the cluster test suite runs roles as host processes), local
     /// sinks stay allowed.
-    fn cluster_config(&self, in_pod: bool) -> anyhow::Result<crate::worker::WorkerConfig> {
-        let mut cfg = self.config()?;
+    fn cluster_config(
+        &self,
+        in_pod: bool,
+        db: crate::inbox::DbLimits,
+    ) -> anyhow::Result<crate::worker::WorkerConfig> {
+        let mut cfg = self.config(db)?;
         cfg.destinations.allow_loopback = !in_pod;
         Ok(cfg)
     }
@@ -339,13 +420,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Standalone(a) => {
+            let db = a.db.limits()?;
             let cfg = standalone::Config {
                 files: a.files,
                 listen: Some(a.listen),
                 admin_listen: admin_addr(&a.admin_listen)?,
                 database_url: a.database_url,
-                worker: (!a.no_workers).then(|| a.worker.config()).transpose()?,
-                commit: a.commit.config()?,
+                worker: (!a.no_workers).then(|| a.worker.config(db)).transpose()?,
+                commit: a.commit.config(db)?,
+                db,
+                listener: a.listener.limits()?,
+                body_timeout: *a.listener.body_timeout,
+                unverified_rps: a.listener.unverified_rps,
             };
             standalone::run(cfg, shutdown_signal()).await?;
             Ok(())
@@ -362,12 +448,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Receiver(a) => {
+            let db = a.db.limits()?;
             let cfg = crate::receiver::cluster::Config {
                 listen: a.listen,
                 admin_listen: admin_addr(&a.admin_listen)?,
                 database_url: a.database_url,
                 namespace: a.namespace,
-                commit: a.commit.config()?,
+                commit: a.commit.config(db)?,
+                db,
+                listener: a.listener.limits()?,
+                body_timeout: *a.listener.body_timeout,
+                unverified_rps: a.listener.unverified_rps,
             };
             crate::receiver::cluster::run(cfg, shutdown_signal()).await?;
             Ok(())
@@ -378,20 +469,26 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 namespace,
                 &a.database_url,
                 admin_addr(&a.admin_listen)?,
-                a.worker.cluster_config(crate::worker::resolver::in_pod())?,
+                a.worker
+                    .cluster_config(crate::worker::resolver::in_pod(), a.db.limits()?)?,
                 shutdown_signal(),
             )
             .await?;
             Ok(())
         }
         Command::Worker(a) => {
+            let db = a.db.limits()?;
             let cfg = standalone::Config {
                 files: a.files,
                 listen: None,
                 admin_listen: admin_addr(&a.admin_listen)?,
                 database_url: a.database_url,
-                worker: Some(a.worker.config()?),
+                worker: Some(a.worker.config(db)?),
                 commit: Default::default(),
+                db,
+                listener: Default::default(),
+                body_timeout: crate::receiver::BODY_TIMEOUT,
+                unverified_rps: crate::receiver::limits::UNVERIFIED_RPS,
             };
             standalone::run(cfg, shutdown_signal()).await?;
             Ok(())
@@ -571,7 +668,11 @@ mod tests {
             "corp.internal",
         ])
         .unwrap();
-        let cluster = a.worker.cluster_config(true).unwrap().destinations;
+        let cluster = a
+            .worker
+            .cluster_config(true, Default::default())
+            .unwrap()
+            .destinations;
         assert_eq!(cluster.scope, Scope::Namespace);
         assert_eq!(
             cluster.allowed_hosts,
@@ -582,13 +683,19 @@ mod tests {
             !cluster.allow_loopback,
             "a pod's loopback is not a destination"
         );
-        assert!(a.worker.config().unwrap().destinations.allow_loopback);
+        assert!(
+            a.worker
+                .config(Default::default())
+                .unwrap()
+                .destinations
+                .allow_loopback
+        );
     }
 
     #[test]
     fn destinations_default_to_open_and_refuse_a_bad_host() {
         let a = worker_args(&["-f", "x.yaml"]).unwrap();
-        let policy = a.worker.config().unwrap().destinations;
+        let policy = a.worker.config(Default::default()).unwrap().destinations;
         assert_eq!(policy.scope, Scope::Open);
         assert_eq!(policy.cluster_domain, destinations::DEFAULT_CLUSTER_DOMAIN);
         assert!(policy.allowed_hosts.is_empty());

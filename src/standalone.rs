@@ -22,6 +22,11 @@ pub struct Config {
     /// `None`: receiver only (`hookgate standalone --no-workers`).
     pub worker: Option<WorkerConfig>,
     pub commit: crate::inbox::GroupCommitConfig,
+    pub listener: crate::listener::Limits,
+    pub body_timeout: std::time::Duration,
+    /// Per route, requests per second that may fail verification (0: no limit).
+    pub unverified_rps: u32,
+    pub db: crate::inbox::DbLimits,
 }
 
 /// Loads and compiles the manifests, opens and migrates the inbox. Fails before anything listens.
@@ -38,7 +43,7 @@ pub async fn prepare(cfg: &Config) -> Result<(RouteTable, Inbox)> {
         )));
     }
     let table = manifests.route_table()?;
-    let inbox = Inbox::connect(&cfg.database_url).await?;
+    let inbox = Inbox::connect_with(&cfg.database_url, cfg.db).await?;
     inbox.migrate().await?;
     Ok((table, inbox))
 }
@@ -58,7 +63,9 @@ pub async fn run(
     }
     let metrics = Arc::new(Metrics::new());
     let targets = worker::targets(&table);
-    let receiver = Receiver::new(table, inbox.clone(), metrics.clone(), cfg.commit);
+    let receiver = Receiver::new(table, inbox.clone(), metrics.clone(), cfg.commit)
+        .with_body_timeout(cfg.body_timeout)
+        .with_unverified_rps(cfg.unverified_rps);
     let worker = cfg
         .worker
         .clone()
@@ -77,7 +84,8 @@ pub async fn run(
             (None, Some(w)) => crate::admin::worker_ready(w.clone()),
             _ => crate::admin::receiver_ready(receiver.clone()),
         };
-        crate::admin::spawn(addr, metrics.clone(), ready).await?;
+        let limits = crate::listener::Limits::admin(cfg.listener.header_timeout);
+        crate::admin::spawn(addr, metrics.clone(), ready, limits).await?;
     }
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -95,10 +103,11 @@ pub async fn run(
         tokio::spawn(async move { worker.run(signal(rx)).await })
     });
     let served = match listener {
-        Some((addr, l)) => axum::serve(l, receiver.router())
-            .with_graceful_shutdown(signal(stopped))
-            .await
-            .map_err(io(addr)),
+        Some((addr, l)) => {
+            crate::listener::serve(l, receiver.router(), cfg.listener, signal(stopped))
+                .await
+                .map_err(io(addr))
+        }
         None => {
             signal(stopped).await;
             Ok(())

@@ -15,6 +15,7 @@ fn batched(inbox: Inbox) -> Harness {
         window: Duration::from_millis(50),
         max_batch: 16,
         concurrency: Some(2),
+        ..Default::default()
     });
     h
 }
@@ -198,6 +199,7 @@ async fn lone_request_commits_without_waiting_for_the_window(pool: sqlx::PgPool)
         window: Duration::from_secs(10),
         max_batch: 64,
         concurrency: Some(4),
+        ..Default::default()
     });
     let body = stripe_body("evt_alone", "invoice.paid");
     let reply = tokio::time::timeout(Duration::from_secs(5), h.send("t/stripe", &body, opts()))

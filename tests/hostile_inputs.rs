@@ -220,8 +220,8 @@ async fn catalogue(h: &Harness) -> Vec<Case> {
             &sp,
             with_sig(&format!("t={now}{}", ",v1=00".repeat(4000))),
             stripe.clone(),
-            UNAUTH,
-            "invalid_signature",
+            BAD,
+            "malformed_request",
         ),
         case(
             "stripe: valid signature, other t",

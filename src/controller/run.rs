@@ -59,7 +59,13 @@ pub async fn run(
         .map_err(|e| crate::Error::Config(format!("cannot reach the Kubernetes API: {e}")))?;
     if let Some(addr) = cfg.admin_listen {
         let metrics = Arc::new(crate::metrics::Metrics::new());
-        crate::admin::spawn(addr, metrics, crate::admin::always_ready()).await?;
+        crate::admin::spawn(
+            addr,
+            metrics,
+            crate::admin::always_ready(),
+            crate::listener::Limits::admin(crate::listener::HEADER_TIMEOUT),
+        )
+        .await?;
     }
     let inbox = match &cfg.database_url {
         Some(url) => Some(Inbox::connect(url).await?),

@@ -42,18 +42,28 @@ const FINISH_MANY_PG: &str = "WITH input AS (SELECT * FROM UNNEST($1::bigint[], 
 pub struct Completer {
     inbox: Inbox,
     batcher: Option<Batcher<Finish, bool>>,
+    deadline: Duration,
 }
 
 impl Completer {
     /// On PostgreSQL starts the batching task (current Tokio runtime). SQLite writes each
     /// completion in its own transaction: it is local, and has one writer anyway.
-    pub fn start(inbox: Inbox) -> Self {
+    pub fn start(inbox: Inbox, deadline: Duration) -> Self {
         let batcher = match &inbox {
             Inbox::Postgres(pool) => {
                 let pool = pool.clone();
                 let commit: CommitFn<Finish, bool> = Arc::new(move |items| {
                     let pool = pool.clone();
-                    Box::pin(async move { commit(&pool, items).await })
+                    Box::pin(async move {
+                        let n = items.len();
+                        tokio::time::timeout(deadline, commit(&pool, items))
+                            .await
+                            .unwrap_or_else(|_| {
+                                (0..n)
+                                    .map(|_| Err(Error::Unavailable("completion deadline".into())))
+                                    .collect()
+                            })
+                    })
                 });
                 let settings = Settings {
                     window: Duration::ZERO,
@@ -64,12 +74,30 @@ impl Completer {
             }
             Inbox::Sqlite(_) => None,
         };
-        Self { inbox, batcher }
+        Self {
+            inbox,
+            batcher,
+            deadline,
+        }
     }
 
     /// Ends a claim like [`Inbox::complete`]: `false` when the lease was lost to another worker.
     /// Ordered deliveries (which also advance a resource version) keep their own transaction.
     pub async fn complete(
+        &self,
+        claimed: &Claimed,
+        completion: Completion,
+        attempt: Option<Attempt>,
+        now: DateTime<Utc>,
+    ) -> Result<bool> {
+        super::within(
+            self.deadline,
+            self.record(claimed, completion, attempt, now),
+        )
+        .await
+    }
+
+    async fn record(
         &self,
         claimed: &Claimed,
         completion: Completion,

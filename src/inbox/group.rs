@@ -26,6 +26,8 @@ pub struct GroupCommitConfig {
     /// measured best on PostgreSQL with 32 clients (docs/performance.md): requests that arrive
     /// while it commits form the next batch. SQLite has one writer anyway.
     pub concurrency: Option<usize>,
+    /// Each insert answers within `db.deadline()`, whatever the database does.
+    pub db: super::DbLimits,
 }
 
 /// The most events one transaction may hold (13 bound values each stay far below both
@@ -39,6 +41,7 @@ impl Default for GroupCommitConfig {
             window: Duration::ZERO,
             max_batch: 64,
             concurrency: None,
+            db: Default::default(),
         }
     }
 }
@@ -111,23 +114,41 @@ impl<T: Send + 'static, R: Send + 'static> Batcher<T, R> {
 #[derive(Clone)]
 pub struct GroupCommit {
     batcher: Batcher<NewEvent, InsertOutcome>,
+    deadline: Duration,
 }
 
 impl GroupCommit {
     /// Starts the batching task on the current Tokio runtime.
     pub fn start(inbox: Inbox, cfg: GroupCommitConfig, sizes: Option<Histogram>) -> Self {
+        let deadline = cfg.db.deadline();
         let commit: CommitFn<NewEvent, InsertOutcome> = Arc::new(move |events| {
             let inbox = inbox.clone();
-            Box::pin(async move { commit_events(&inbox, events).await })
+            Box::pin(async move {
+                let n = events.len();
+                // A stuck batch would hold its transaction slot, and every later batch with it.
+                match tokio::time::timeout(deadline, commit_events(&inbox, events)).await {
+                    Ok(results) => results,
+                    Err(_) => (0..n)
+                        .map(|_| {
+                            Err(Error::Unavailable(format!(
+                                "the database did not answer within {deadline:?}"
+                            )))
+                        })
+                        .collect(),
+                }
+            })
         });
         Self {
             batcher: Batcher::start(cfg.into(), sizes, commit),
+            // A request may also wait out the window before its batch starts.
+            deadline: cfg.window + deadline,
         }
     }
 
-    /// Stores `event` in the next batch; resolves once that batch committed (or failed).
+    /// Stores `event` in the next batch; resolves once that batch committed (or failed), or
+    /// with an error once the deadline has passed.
     pub async fn insert(&self, event: NewEvent) -> Result<InsertOutcome> {
-        self.batcher.submit(event).await
+        super::within(self.deadline, self.batcher.submit(event)).await
     }
 }
 

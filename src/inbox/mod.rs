@@ -30,7 +30,7 @@ pub use group::{GroupCommit, GroupCommitConfig, MAX_BATCH};
 pub use store::InboxStat;
 
 use crate::{Error, Result};
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -39,6 +39,34 @@ use std::time::Duration;
 
 static PG_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
+
+/// Deadlines of database calls, so that a stalled database answers 503 (or a worker retries)
+/// within seconds instead of hanging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DbLimits {
+    /// How long a call may wait for a pooled connection.
+    pub acquire_timeout: Duration,
+    /// How long one statement may run (and wait for locks): PostgreSQL's `statement_timeout`,
+    /// SQLite's busy timeout.
+    pub statement_timeout: Duration,
+}
+
+impl Default for DbLimits {
+    fn default() -> Self {
+        Self {
+            acquire_timeout: Duration::from_secs(3),
+            statement_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl DbLimits {
+    /// The longest one call on the request path, a claim or a completion may take in all,
+    /// whatever the database does (the client gives up even if the server never answers).
+    pub fn deadline(&self) -> Duration {
+        self.acquire_timeout + self.statement_timeout
+    }
+}
 
 /// A handle on the inbox database. Cheap to clone (pools are shared).
 #[derive(Clone, Debug)]
@@ -51,7 +79,12 @@ impl Inbox {
     /// Connects to `postgres://…` or `sqlite://…`. A SQLite file is created when missing and
     /// opened in WAL mode with full fsync: the inbox is a durable store, not a cache.
     pub async fn connect(url: &str) -> Result<Self> {
-        Self::open(url).await.map_err(|e| match e {
+        Self::connect_with(url, DbLimits::default()).await
+    }
+
+    /// [`Inbox::connect`] with these deadlines.
+    pub async fn connect_with(url: &str, limits: DbLimits) -> Result<Self> {
+        Self::open(url, limits).await.map_err(|e| match e {
             Error::Database(e) => {
                 Error::Config(format!("cannot open the inbox at {}: {e}", redact_url(url)))
             }
@@ -59,13 +92,18 @@ impl Inbox {
         })
     }
 
-    async fn open(url: &str) -> Result<Self> {
+    async fn open(url: &str, limits: DbLimits) -> Result<Self> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            // Server side, so that the server too gives up a statement stuck behind a lock, and
+            // frees its backend, when the client has stopped waiting.
+            let timeout = limits.statement_timeout.as_millis().max(1).to_string();
+            let opts =
+                PgConnectOptions::from_str(url)?.options([("statement_timeout", timeout.as_str())]);
             let pool = PgPoolOptions::new()
                 .max_connections(16)
                 // A short acquire timeout turns an outage into a prompt 503, not a hung request.
-                .acquire_timeout(Duration::from_secs(3))
-                .connect(url)
+                .acquire_timeout(limits.acquire_timeout)
+                .connect_with(opts)
                 .await?;
             Ok(Inbox::Postgres(pool))
         } else if url.starts_with("sqlite:") {
@@ -74,10 +112,10 @@ impl Inbox {
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Full)
                 .foreign_keys(true)
-                .busy_timeout(Duration::from_secs(10));
+                .busy_timeout(limits.statement_timeout);
             let pool = SqlitePoolOptions::new()
                 .max_connections(4)
-                .acquire_timeout(Duration::from_secs(10))
+                .acquire_timeout(limits.acquire_timeout)
                 .connect_with(opts)
                 .await?;
             Ok(Inbox::Sqlite(pool))
@@ -92,7 +130,17 @@ impl Inbox {
     /// Applies pending migrations (idempotent).
     pub async fn migrate(&self) -> Result<()> {
         match self {
-            Inbox::Postgres(p) => PG_MIGRATIONS.run(p).await?,
+            Inbox::Postgres(p) => {
+                // Building an index on a large inbox may outlast the statement timeout: migrate on
+                // a connection of its own without one, and close it rather than pool it.
+                let mut conn = p.acquire().await?;
+                sqlx::query("SET statement_timeout = 0")
+                    .execute(&mut *conn)
+                    .await?;
+                let ran = PG_MIGRATIONS.run(&mut *conn).await;
+                conn.close_on_drop();
+                ran?
+            }
             Inbox::Sqlite(p) => SQLITE_MIGRATIONS.run(p).await?,
         }
         Ok(())
@@ -103,6 +151,30 @@ impl Inbox {
             Inbox::Postgres(p) => p.close().await,
             Inbox::Sqlite(p) => p.close().await,
         }
+    }
+}
+
+/// Runs one database call with a client-side deadline: even a server that never answers (a
+/// network partition, a stopped process) costs the caller `deadline` at most.
+pub(crate) async fn within<T>(
+    deadline: Duration,
+    call: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    tokio::time::timeout(deadline, call)
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::Unavailable(format!(
+                "the database did not answer within {deadline:?}"
+            )))
+        })
+}
+
+/// A statement that lifts the statement timeout for the rest of a transaction (maintenance work
+/// may legitimately take longer than a request may wait).
+pub(crate) fn lift_statement_timeout(inbox: &Inbox) -> &'static str {
+    match inbox {
+        Inbox::Postgres(_) => "SET LOCAL statement_timeout = 0",
+        Inbox::Sqlite(_) => "SELECT 1",
     }
 }
 

@@ -32,15 +32,21 @@ impl Inbox {
         now: DateTime<Utc>,
     ) -> Result<u64> {
         let empty: &[u8] = &[];
+        let lift = super::lift_statement_timeout(self);
         backend!(self, pool => {
-            Ok(sqlx::query(PURGE_PAYLOADS)
+            // A backlog may take longer than the request-path statement timeout to purge.
+            let mut tx = pool.begin().await?;
+            sqlx::query(lift).execute(&mut *tx).await?;
+            let n = sqlx::query(PURGE_PAYLOADS)
                 .bind(empty)
                 .bind(now)
                 .bind(integration)
                 .bind(finished_before)
-                .execute(pool)
+                .execute(&mut *tx)
                 .await?
-                .rows_affected())
+                .rows_affected();
+            tx.commit().await?;
+            Ok(n)
         })
     }
 
@@ -55,8 +61,10 @@ impl Inbox {
         // The foreign key cascades; deleting the attempts explicitly also covers a SQLite connection
         // opened without `foreign_keys`. Finished rows never change status again, so both
         // statements select the same rows.
+        let lift = super::lift_statement_timeout(self);
         backend!(self, pool => {
             let mut tx = pool.begin().await?;
+            sqlx::query(lift).execute(&mut *tx).await?;
             sqlx::query(DELETE_FINISHED_ATTEMPTS)
                 .bind(integration)
                 .bind(finished_before)

@@ -90,6 +90,11 @@ pub struct Config {
     /// Where the controller writes compiled routes: the receiver's own namespace.
     pub namespace: String,
     pub commit: crate::inbox::GroupCommitConfig,
+    pub listener: crate::listener::Limits,
+    pub body_timeout: std::time::Duration,
+    /// Per route, requests per second that may fail verification (0: no limit).
+    pub unverified_rps: u32,
+    pub db: crate::inbox::DbLimits,
 }
 
 /// Serves webhooks from the routes the controller compiles, until `shutdown` resolves.
@@ -100,7 +105,7 @@ pub async fn run(
     let client = Client::try_default()
         .await
         .map_err(|e| crate::Error::Config(format!("cannot reach the Kubernetes API: {e}")))?;
-    let inbox = crate::inbox::Inbox::connect(&cfg.database_url).await?;
+    let inbox = crate::inbox::Inbox::connect_with(&cfg.database_url, cfg.db).await?;
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
     let receiver = Receiver::new(
         super::route::RouteTable::default(),
@@ -108,6 +113,8 @@ pub async fn run(
         metrics.clone(),
         cfg.commit,
     )
+    .with_body_timeout(cfg.body_timeout)
+    .with_unverified_rps(cfg.unverified_rps)
     .awaiting_routes();
     let watch = tokio::spawn({
         let receiver = receiver.clone();
@@ -127,6 +134,7 @@ pub async fn run(
             addr,
             metrics,
             crate::admin::receiver_ready(receiver.clone()),
+            crate::listener::Limits::admin(cfg.listener.header_timeout),
         )
         .await?;
     }
@@ -134,9 +142,7 @@ pub async fn run(
         .await
         .map_err(io(cfg.listen))?;
     tracing::info!(addr = %cfg.listen, namespace = %cfg.namespace, "receiver listening; routes come from compiled route Secrets");
-    let served = axum::serve(listener, receiver.router())
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let served = crate::listener::serve(listener, receiver.router(), cfg.listener, shutdown).await;
     watch.abort();
     pruner.abort();
     receiver.inbox().close().await;
@@ -155,13 +161,19 @@ pub async fn run_workers(
     let client = Client::try_default()
         .await
         .map_err(|e| crate::Error::Config(format!("cannot reach the Kubernetes API: {e}")))?;
-    let inbox = crate::inbox::Inbox::connect(database_url).await?;
+    let inbox = crate::inbox::Inbox::connect_with(database_url, cfg.db).await?;
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
     let worker =
         crate::worker::Worker::new(inbox.clone(), Default::default(), cfg, metrics.clone())
             .awaiting_targets();
     if let Some(addr) = admin_listen {
-        crate::admin::spawn(addr, metrics, crate::admin::worker_ready(worker.clone())).await?;
+        crate::admin::spawn(
+            addr,
+            metrics,
+            crate::admin::worker_ready(worker.clone()),
+            crate::listener::Limits::admin(crate::listener::HEADER_TIMEOUT),
+        )
+        .await?;
     }
     let watch = tokio::spawn({
         let worker = worker.clone();

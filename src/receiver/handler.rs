@@ -3,9 +3,10 @@
 //! insert has committed.
 
 use super::Receiver;
+use super::limits::RouteLimiter;
 use super::reply::Reply;
 use super::route::{CompiledRoute, Source};
-use super::verify::{Rejection, Unverified};
+use super::verify::Rejection;
 use crate::inbox::{InsertOutcome, NewEvent};
 use crate::metrics::Metrics;
 use axum::body::Body;
@@ -18,16 +19,22 @@ use serde_json::Value;
 const MAX_FIELD_LEN: usize = 512;
 
 pub(super) async fn handle(State(rx): State<Receiver>, req: Request) -> Response {
-    let table = rx.routes.load_full();
-    let Some(route) = table.get(req.uri().path()).cloned() else {
+    let routing = rx.routes.load_full();
+    let path = req.uri().path();
+    let (Some(route), Some(limiter)) = (routing.table.get(path), routing.limiters.get(path)) else {
         return Reply::UnknownRoute.into_response();
     };
-    let reply = process(&rx, &route, req).await;
+    let reply = process(&rx, route, limiter, req).await;
     rx.metrics.request(&route.integration, reply.outcome());
     reply.into_response()
 }
 
-async fn process(rx: &Receiver, route: &CompiledRoute, req: Request) -> Reply {
+async fn process(
+    rx: &Receiver,
+    route: &CompiledRoute,
+    limiter: &RouteLimiter,
+    req: Request,
+) -> Reply {
     if req.method() != Method::POST {
         return Reply::MethodNotAllowed;
     }
@@ -38,39 +45,25 @@ async fn process(rx: &Receiver, route: &CompiledRoute, req: Request) -> Reply {
     if declared.is_some_and(|len| len > route.max_body_bytes as u64) {
         return Reply::BodyTooLarge;
     }
-    if let Some(Err(not_until)) = route.limiter.as_ref().map(|l| l.check()) {
-        let wait = not_until.wait_time_from(governor::clock::Clock::now(
-            &governor::clock::DefaultClock::default(),
-        ));
-        return Reply::RateLimited {
-            retry_after_secs: wait.as_secs_f64().ceil() as u64,
-        };
-    }
+    let now = (rx.clock)();
+    // Headers first: a request refused for its signature headers never costs a body read.
+    let prepared = match route.verifier.prepare(req.headers(), now) {
+        Ok(p) => p,
+        Err(rejection) => return refused(rx, route, limiter, rejection),
+    };
     let (parts, body) = req.into_parts();
     let body = match read_body(body, route.max_body_bytes, rx.body_timeout).await {
         Ok(b) => b,
         Err(reply) => return reply,
     };
-
-    let now = (rx.clock)();
-    let verified = match route.verifier.verify(
-        Unverified {
-            headers: &parts.headers,
-            body: &body,
-        },
-        now,
-    ) {
+    let verified = match route.verifier.check(prepared, &body) {
         Ok(v) => v,
-        Err(rejection) => {
-            rx.metrics
-                .signature_failure(&route.integration, rejection.reason());
-            tracing::debug!(integration = %route.integration, reason = rejection.reason(), "request refused");
-            return match rejection {
-                Rejection::Malformed(_) => Reply::Malformed,
-                Rejection::InvalidSignature(_) => Reply::InvalidSignature,
-            };
-        }
+        Err(rejection) => return refused(rx, route, limiter, rejection),
     };
+    // Only verified requests spend the route's limit: forgeries cannot lock the provider out.
+    if let Some(reply) = over(limiter.verified.as_ref()) {
+        return reply;
+    }
     if let Some(ts) = verified.timestamp() {
         // Exact to the millisecond: |now - ts| == tolerance is still inside the window.
         let skew_ms = (now.timestamp_millis() as i128 - ts as i128 * 1000).unsigned_abs();
@@ -152,6 +145,36 @@ async fn process(rx: &Receiver, route: &CompiledRoute, req: Request) -> Reply {
         );
     }
     reply
+}
+
+/// 429 when `limiter` has no room left for one more request.
+fn over(limiter: Option<&governor::DefaultDirectRateLimiter>) -> Option<Reply> {
+    let not_until = limiter?.check().err()?;
+    let wait = not_until.wait_time_from(governor::clock::Clock::now(
+        &governor::clock::DefaultClock::default(),
+    ));
+    Some(Reply::RateLimited {
+        retry_after_secs: wait.as_secs_f64().ceil() as u64,
+    })
+}
+
+/// A request that failed verification spends the route's unverified budget, then gets 429.
+fn refused(
+    rx: &Receiver,
+    route: &CompiledRoute,
+    limiter: &RouteLimiter,
+    rejection: Rejection,
+) -> Reply {
+    rx.metrics
+        .signature_failure(&route.integration, rejection.reason());
+    if let Some(reply) = over(limiter.unverified.as_ref()) {
+        return reply;
+    }
+    tracing::debug!(integration = %route.integration, reason = rejection.reason(), "request refused");
+    match rejection {
+        Rejection::Malformed(_) => Reply::Malformed,
+        Rejection::InvalidSignature(_) => Reply::InvalidSignature,
+    }
 }
 
 async fn read_body(

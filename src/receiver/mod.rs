@@ -3,6 +3,7 @@
 
 pub mod cluster;
 mod handler;
+pub mod limits;
 pub mod reply;
 pub mod route;
 pub mod verify;
@@ -12,7 +13,9 @@ use crate::metrics::Metrics;
 use arc_swap::ArcSwap;
 use axum::Router;
 use chrono::{DateTime, Utc};
+use limits::{Limiters, RouteLimiter};
 use route::RouteTable;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,10 +25,18 @@ pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 /// How long a client may take to send its body before it gets 408 (slow-loris guard).
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// A routing table and the rate limiters of its routes, swapped together.
+struct Routing {
+    table: Arc<RouteTable>,
+    limiters: HashMap<String, Arc<RouteLimiter>>,
+}
+
 /// Shared receiver state. Cheap to clone.
 #[derive(Clone)]
 pub struct Receiver {
-    routes: Arc<ArcSwap<RouteTable>>,
+    routes: Arc<ArcSwap<Routing>>,
+    /// Outlives every table, so that a reload does not reset the rate limits.
+    limits: Arc<Limiters>,
     /// False until the first table arrives (cluster mode waits for the first complete list).
     loaded: Arc<std::sync::atomic::AtomicBool>,
     inbox: Inbox,
@@ -49,8 +60,10 @@ impl Receiver {
             commit,
             Some(metrics.intake_batch_size.clone()),
         );
+        let limits = Arc::new(Limiters::new(limits::UNVERIFIED_RPS));
         Self {
-            routes: Arc::new(ArcSwap::from_pointee(routes)),
+            routes: Arc::new(ArcSwap::from_pointee(Routing::new(routes, &limits))),
+            limits,
             loaded: Arc::new(true.into()),
             inbox,
             intake,
@@ -75,6 +88,16 @@ impl Receiver {
         self
     }
 
+    /// Requests per second that may fail verification on one route (0: no limit). The limiters
+    /// start afresh.
+    pub fn with_unverified_rps(mut self, rps: u32) -> Self {
+        self.limits = Arc::new(Limiters::new(rps));
+        let table = self.routes.load().table.clone();
+        self.routes
+            .store(Arc::new(Routing::bind(table, &self.limits)));
+        self
+    }
+
     pub fn with_body_timeout(mut self, timeout: Duration) -> Self {
         self.body_timeout = timeout;
         self
@@ -82,7 +105,8 @@ impl Receiver {
 
     /// Replaces the whole routing table; requests already running keep the table they started with.
     pub fn swap_routes(&self, table: RouteTable) {
-        self.routes.store(Arc::new(table));
+        self.routes
+            .store(Arc::new(Routing::new(table, &self.limits)));
         self.loaded
             .store(true, std::sync::atomic::Ordering::Release);
     }
@@ -100,7 +124,7 @@ impl Receiver {
     }
 
     pub fn routes(&self) -> Arc<RouteTable> {
-        self.routes.load_full()
+        self.routes.load().table.clone()
     }
 
     pub fn inbox(&self) -> &Inbox {
@@ -129,5 +153,16 @@ impl Receiver {
                 }
             }
         })
+    }
+}
+
+impl Routing {
+    fn new(table: RouteTable, limits: &Limiters) -> Self {
+        Self::bind(Arc::new(table), limits)
+    }
+
+    fn bind(table: Arc<RouteTable>, limits: &Limiters) -> Self {
+        let limiters = limits.bind(&table);
+        Self { table, limiters }
     }
 }

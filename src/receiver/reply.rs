@@ -17,8 +17,12 @@ pub enum Reply {
     MethodNotAllowed,
     BodyTooLarge,
     RequestTimeout,
-    RateLimited { retry_after_secs: u64 },
+    RateLimited {
+        retry_after_secs: u64,
+    },
     InboxUnavailable,
+    /// The listener's connection or in-flight cap is reached.
+    Overloaded,
 }
 
 impl Reply {
@@ -37,6 +41,7 @@ impl Reply {
             Reply::RequestTimeout => "request_timeout",
             Reply::RateLimited { .. } => "rate_limited",
             Reply::InboxUnavailable => "inbox_unavailable",
+            Reply::Overloaded => "overloaded",
         }
     }
 
@@ -50,13 +55,15 @@ impl Reply {
             Reply::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Reply::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Reply::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Reply::InboxUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Reply::InboxUnavailable | Reply::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 }
 
 /// Seconds a client should wait after a 503 before retrying.
 const INBOX_RETRY_AFTER: u64 = 5;
+/// An overload passes as soon as a slot frees: retry soon.
+const OVERLOADED_RETRY_AFTER: u64 = 1;
 
 impl IntoResponse for Reply {
     fn into_response(self) -> Response {
@@ -70,6 +77,7 @@ impl IntoResponse for Reply {
         let retry_after = match self {
             Reply::RateLimited { retry_after_secs } => Some(retry_after_secs.max(1)),
             Reply::InboxUnavailable => Some(INBOX_RETRY_AFTER),
+            Reply::Overloaded => Some(OVERLOADED_RETRY_AFTER),
             _ => None,
         };
         if let Some(secs) = retry_after {

@@ -6,7 +6,7 @@ use crate::crd::validate::{self, FieldError};
 use crate::crd::{SchemeType, SignatureEncoding, WebhookIntegration, defaults};
 use crate::receiver::verify::{Encoding, GenericScheme, Key, Scheme, Template, Verifier};
 use crate::worker::target::DeliveryTarget;
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use governor::Quota;
 use kube::ResourceExt;
 use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroU32;
@@ -39,7 +39,9 @@ pub struct CompiledRoute {
     pub nonce_retention: Duration,
     pub allow: Option<Vec<WildMatch>>,
     pub max_body_bytes: usize,
-    pub limiter: Option<DefaultDirectRateLimiter>,
+    /// `limits.requestsPerSecond` and `burst`, for verified requests. The limiter itself lives in
+    /// the receiver, so that it survives a rebuild of the route.
+    pub rate: Option<Quota>,
     /// Shared with the workers, which look targets up by integration.
     pub delivery: Arc<DeliveryTarget>,
 }
@@ -233,12 +235,12 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
         None => defaults::NONCE_RETENTION,
     };
     let limits = spec.limits.clone().unwrap_or_default();
-    let limiter = limits
+    let rate = limits
         .requests_per_second
         .and_then(NonZeroU32::new)
         .map(|rps| {
             let burst = limits.burst.and_then(NonZeroU32::new).unwrap_or(rps);
-            RateLimiter::direct(Quota::per_second(rps).allow_burst(burst))
+            Quota::per_second(rps).allow_burst(burst)
         });
     Ok(CompiledRoute {
         integration,
@@ -258,7 +260,7 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
             .filter(|e| !e.allow.is_empty())
             .map(|e| e.allow.iter().map(|p| WildMatch::new(p)).collect()),
         max_body_bytes: limits.max_body_bytes.unwrap_or(defaults::MAX_BODY_BYTES) as usize,
-        limiter,
+        rate,
         delivery: Arc::new(delivery),
     })
 }
@@ -373,7 +375,7 @@ delivery: {url: "https://app.example.com/in"}
         assert_eq!(r.tolerance, Duration::from_secs(5 * 60));
         assert_eq!(r.nonce_retention, Duration::from_secs(24 * 60 * 60));
         assert_eq!(r.max_body_bytes, 1024 * 1024);
-        assert!(r.limiter.is_none());
+        assert!(r.rate.is_none());
         assert!(r.allow.is_none());
     }
 
@@ -390,7 +392,7 @@ limits: {maxBodyBytes: 4096, requestsPerSecond: 1, burst: 3}
         assert_eq!(r.tolerance, Duration::from_secs(90));
         assert_eq!(r.nonce_retention, Duration::from_secs(5400));
         assert_eq!(r.max_body_bytes, 4096);
-        let limiter = r.limiter.as_ref().expect("a limiter");
+        let limiter = governor::RateLimiter::direct(r.rate.expect("a rate"));
         // A burst of 3 at 1/s: three immediate requests pass, the fourth is refused.
         let passed = (0..4).filter(|_| limiter.check().is_ok()).count();
         assert_eq!(passed, 3);
@@ -402,7 +404,7 @@ limits: {maxBodyBytes: 4096, requestsPerSecond: 1, burst: 3}
             "stripe",
             "{scheme: {type: stripe}, limits: {requestsPerSecond: 2}}",
         );
-        let limiter = r.limiter.as_ref().expect("a limiter");
+        let limiter = governor::RateLimiter::direct(r.rate.expect("a rate"));
         let passed = (0..5).filter(|_| limiter.check().is_ok()).count();
         assert_eq!(passed, 2);
     }

@@ -52,6 +52,9 @@ pub struct WorkerConfig {
     /// How long an event whose integration is not configured waits for it to come back before it
     /// is dead-lettered as `integration_missing`, counted from its arrival.
     pub orphan_grace: Duration,
+    /// Claims and completions give up after `db.deadline()`; a claim lost that way returns
+    /// after its lease, like one of a killed worker.
+    pub db: crate::inbox::DbLimits,
 }
 
 impl Default for WorkerConfig {
@@ -64,6 +67,7 @@ impl Default for WorkerConfig {
             janitor_every: Duration::from_secs(600),
             destinations: destinations::Policy::default(),
             orphan_grace: Duration::from_secs(3600),
+            db: Default::default(),
         }
     }
 }
@@ -115,7 +119,7 @@ impl Worker {
             .expect("HTTP client builds");
         Self {
             inner: Arc::new(Inner {
-                completer: crate::inbox::Completer::start(inbox.clone()),
+                completer: crate::inbox::Completer::start(inbox.clone(), cfg.db.deadline()),
                 inbox,
                 targets: ArcSwap::from_pointee(targets),
                 loaded: true.into(),
@@ -188,7 +192,7 @@ impl Worker {
             }
             let now = Utc::now();
             let until = crate::time::after(now, cfg.lease);
-            let batch = match self.inner.inbox.claim(now, until, free as i64).await {
+            let batch = match self.claim(now, until, free as i64).await {
                 Ok(b) => b,
                 Err(e) => {
                     tracing::warn!(error = %e, "claiming events failed; retrying");
@@ -242,13 +246,21 @@ impl Worker {
         }
     }
 
+    async fn claim(
+        &self,
+        now: chrono::DateTime<Utc>,
+        lease_until: chrono::DateTime<Utc>,
+        limit: i64,
+    ) -> crate::Result<Vec<Claimed>> {
+        let deadline = self.inner.cfg.db.deadline();
+        crate::inbox::within(deadline, self.inner.inbox.claim(now, lease_until, limit)).await
+    }
+
     /// Claims one batch and delivers it to the end. For tests and one-shot runs.
     pub async fn run_once(&self) -> crate::Result<usize> {
         let now = Utc::now();
         let until = crate::time::after(now, self.inner.cfg.lease);
         let batch = self
-            .inner
-            .inbox
             .claim(now, until, self.inner.cfg.concurrency as i64)
             .await?;
         for event in &batch {

@@ -309,6 +309,16 @@ def check_roles(objs, label, db_secret, db_key):
             recv["args"][recv["args"].index("--commit-window") + 1] == "0ms"
             and recv["args"][recv["args"].index("--commit-batch") + 1] == "64"
             and recv["args"][recv["args"].index("--commit-concurrency") + 1] == "1", recv["args"])
+    R.check(f"{label}: receiver listener limits",
+            recv["args"][recv["args"].index("--header-timeout") + 1] == "10s"
+            and recv["args"][recv["args"].index("--body-timeout") + 1] == "30s"
+            and recv["args"][recv["args"].index("--max-connections") + 1] == "1024"
+            and recv["args"][recv["args"].index("--max-in-flight") + 1] == "128"
+            and recv["args"][recv["args"].index("--unverified-rps") + 1] == "20", recv["args"])
+    R.check(f"{label}: receiver and worker database deadlines",
+            all(c["args"][c["args"].index("--db-acquire-timeout") + 1] == "3s"
+                and c["args"][c["args"].index("--db-statement-timeout") + 1] == "5s"
+                for c in (recv, work)), (recv["args"], work["args"]))
     R.check(f"{label}: worker args",
             work["args"][:3] == ["worker", "--namespace", "$(POD_NAMESPACE)"]
             and work["args"][work["args"].index("--admin-listen") + 1] == "0.0.0.0:9091",

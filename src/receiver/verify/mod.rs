@@ -28,6 +28,13 @@ pub use keys::{Key, KeyMaterial, SigningKey};
 
 type HmacSha256 = hmac::Hmac<Sha256>;
 
+/// Most signatures one request may offer. Providers send one, or two while a secret rolls; the cap
+/// keeps a request from costing keys x thousands of Ed25519 or HMAC checks. More is 400.
+pub const MAX_SIGNATURES: usize = 8;
+
+/// An HMAC-SHA256 tag's length; a candidate of any other length cannot match.
+const HMAC_LEN: usize = 32;
+
 /// A request as it arrived: raw headers and raw body bytes, nothing parsed yet.
 #[derive(Clone, Copy)]
 pub struct Unverified<'a> {
@@ -245,9 +252,20 @@ impl Verifier {
     /// Checks the signature on the raw bytes. `now` decides which keys are retired, so a key stops
     /// working at its `retireAt` even if nothing rebuilt the route.
     pub fn verify(&self, req: Unverified<'_>, now: DateTime<Utc>) -> Result<Verified, Rejection> {
-        let env = self.scheme.envelope(req.headers)?;
+        let prepared = self.prepare(req.headers, now)?;
+        self.check(prepared, req.body)
+    }
+
+    /// The cheap half of [`Verifier::verify`], from the headers alone, so that the receiver can
+    /// refuse before it reads the body: header shape, the number of signatures, the key id.
+    pub fn prepare(&self, headers: &HeaderMap, now: DateTime<Utc>) -> Result<Prepared, Rejection> {
+        let env = self.scheme.envelope(headers)?;
         if env.candidates.is_empty() {
             return Err(Rejection::InvalidSignature("missing_signature"));
+        }
+        // The one place the cap is enforced, for every scheme.
+        if env.candidates.len() > MAX_SIGNATURES {
+            return Err(Rejection::Malformed("too_many_signatures"));
         }
         let usable = |i: &usize| self.keys[*i].not_after.is_none_or(|t| now < t);
         let keys: Vec<usize> = match &env.key_id {
@@ -265,10 +283,16 @@ impl Verifier {
         if keys.is_empty() {
             return Err(Rejection::InvalidSignature("no_usable_key"));
         }
+        Ok(Prepared { env, keys })
+    }
+
+    /// The expensive half: the MACs and signatures over the body.
+    pub fn check(&self, prepared: Prepared, body: &[u8]) -> Result<Verified, Rejection> {
+        let Prepared { env, keys } = prepared;
         let mut message: Option<Vec<u8>> = None;
         for i in keys {
             let (key, keyed) = (&self.keys[i], self.keyed[i].as_ref());
-            if let Some(sig) = matching_candidate(key, keyed, &env, req.body, &mut message) {
+            if let Some(sig) = matching_candidate(key, keyed, &env, body, &mut message) {
                 return Ok(Verified {
                     key_id: key.id.clone(),
                     signed_id: env.signed_id,
@@ -281,6 +305,13 @@ impl Verifier {
     }
 }
 
+/// A request whose headers passed [`Verifier::prepare`]: its envelope and the keys to try. Only
+/// [`Verifier::check`] turns it into a [`Verified`].
+pub struct Prepared {
+    env: Envelope,
+    keys: Vec<usize>,
+}
+
 /// Returns the bytes of the first candidate signature that `key` produced, if any.
 fn matching_candidate(
     key: &Key,
@@ -291,6 +322,12 @@ fn matching_candidate(
 ) -> Option<Vec<u8>> {
     match &key.material {
         KeyMaterial::Hmac(_) => {
+            // No candidate of a tag's length: nothing can match, so the body is not hashed.
+            let sized =
+                |c: &Candidate| matches!(c, Candidate::HmacSha256(s) if s.len() == HMAC_LEN);
+            if !env.candidates.iter().any(sized) {
+                return None;
+            }
             let mut mac = keyed?.clone();
             mac.update(&env.prefix);
             mac.update(body);

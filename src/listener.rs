@@ -1,0 +1,133 @@
+//! Serving one listener (the receiver's or an admin port) with connection-level limits, so that
+//! neither slow clients nor many clients can stall a role.
+
+use crate::receiver::reply::Reply;
+use axum::Router;
+use axum::error_handling::HandleErrorLayer;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tower::limit::GlobalConcurrencyLimitLayer;
+use tower::{BoxError, ServiceBuilder};
+
+/// How long a client may take to send a request's headers; also how long a kept-alive connection
+/// may sit idle between requests (hyper runs one timer for both).
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections the receiver holds at once; more are answered 503 and closed.
+pub const MAX_CONNECTIONS: usize = 1024;
+/// Requests the receiver works on at once; more are answered 503 at once, never queued. Each may
+/// buffer a body of up to `limits.maxBodyBytes` (1 MiB by default): 128 of them fit the chart's
+/// 256 MiB memory limit with room to spare.
+pub const MAX_IN_FLIGHT: usize = 128;
+/// The admin ports serve a scraper and probes: a handful of clients.
+pub const ADMIN_MAX_CONNECTIONS: usize = 64;
+pub const ADMIN_MAX_IN_FLIGHT: usize = 16;
+
+/// Limits of one listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub header_timeout: Duration,
+    pub max_connections: usize,
+    pub max_in_flight: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            header_timeout: HEADER_TIMEOUT,
+            max_connections: MAX_CONNECTIONS,
+            max_in_flight: MAX_IN_FLIGHT,
+        }
+    }
+}
+
+impl Limits {
+    /// An admin port's limits, with the same header timeout as the role's receiver listener.
+    pub fn admin(header_timeout: Duration) -> Self {
+        Self {
+            header_timeout,
+            max_connections: ADMIN_MAX_CONNECTIONS,
+            max_in_flight: ADMIN_MAX_IN_FLIGHT,
+        }
+    }
+}
+
+/// Connections over the cap are still answered (503, then closed) rather than left in the
+/// kernel's backlog, but only this many at once; beyond that they are closed unanswered.
+const REFUSING: usize = 64;
+
+/// Serves `app` on `listener` until `shutdown` resolves, then lets open connections finish.
+///
+/// HTTP/1.1 only: hyper's header read timeout, which drops slow-header clients and idle
+/// kept-alive connections, exists for HTTP/1 alone; webhook senders and probes speak HTTP/1.1.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = TowerToHyperService::new(shed_over(app, limits.max_in_flight));
+    let refuse = TowerToHyperService::new(Router::new().fallback(|| async { Reply::Overloaded }));
+    let mut http = http1::Builder::new();
+    // Without a timer hyper silently skips the header timeout.
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    let mut refusing = http.clone();
+    refusing.keep_alive(false);
+    let connections = Arc::new(Semaphore::new(limits.max_connections));
+    let refusals = Arc::new(Semaphore::new(REFUSING));
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors or a connection reset before accept: keep serving.
+                    tracing::warn!(error = %e, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let io = TokioIo::new(stream);
+        if let Ok(permit) = connections.clone().try_acquire_owned() {
+            let conn = graceful.watch(http.serve_connection(io, app.clone()));
+            tokio::spawn(async move {
+                let _ = conn.await;
+                drop(permit);
+            });
+        } else if let Ok(permit) = refusals.clone().try_acquire_owned() {
+            let conn = refusing.serve_connection(io, refuse.clone());
+            tokio::spawn(async move {
+                let _ = conn.await;
+                drop(permit);
+            });
+        }
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
+
+/// Caps the requests `app` handles at once; one over the cap is answered 503 at once.
+fn shed_over(app: Router, max_in_flight: usize) -> Router {
+    app.layer(
+        ServiceBuilder::new()
+            .layer(HandleErrorLayer::new(|_: BoxError| async {
+                Reply::Overloaded
+            }))
+            .load_shed()
+            // Global: one count for the whole router, whatever route a request takes.
+            .layer(GlobalConcurrencyLimitLayer::new(max_in_flight)),
+    )
+}

@@ -1,0 +1,240 @@
+//! Connection-level limits of every listener, against the real receiver router and admin router
+//! served on 127.0.0.1:0 through `hookgate::listener::serve`, with real TCP clients.
+
+mod common;
+
+use common::*;
+use hookgate::listener::Limits;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const HEADER_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Serves the harness's receiver with `limits`; the server stops when the guard is dropped.
+async fn serve(h: &Harness, limits: Limits) -> (SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let app = h.receiver.router();
+    tokio::spawn(hookgate::listener::serve(listener, app, limits, async {
+        let _ = stopped.await;
+    }));
+    (addr, stop)
+}
+
+fn limits(max_connections: usize, max_in_flight: usize) -> Limits {
+    Limits {
+        header_timeout: HEADER_TIMEOUT,
+        max_connections,
+        max_in_flight,
+    }
+}
+
+/// Sends a request head one byte every 100 ms (about 10 s in all); returns how long the server
+/// kept the connection and how many bytes it took before dropping it.
+async fn slow_headers(addr: SocketAddr, path: &str) -> (Duration, usize, usize) {
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: hookgate\r\ncontent-type: application/json\r\nx-pad: {}\r\n\r\n",
+        "a".repeat(20)
+    );
+    let (mut rd, mut wr) = TcpStream::connect(addr).await.unwrap().into_split();
+    let start = Instant::now();
+    // The server may answer before closing (hyper may send a 408); either way it lets go.
+    let closed = tokio::spawn(async move {
+        let mut buf = [0u8; 1024];
+        while let Ok(n) = rd.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+        start.elapsed()
+    });
+    let mut sent = 0;
+    for b in head.bytes() {
+        if closed.is_finished() || wr.write_all(&[b]).await.is_err() {
+            break;
+        }
+        sent += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let held = tokio::time::timeout(Duration::from_secs(10), closed)
+        .await
+        .expect("the slow client is still connected 10 s after its last byte")
+        .unwrap();
+    (held, sent, head.len())
+}
+
+#[tokio::test]
+async fn slow_header_clients_are_dropped_on_the_receiver_and_admin_ports() {
+    let (_dir, inbox) = sqlite_inbox().await;
+    let h = harness(inbox);
+    let (addr, _stop) = serve(&h, limits(64, 64)).await;
+    let admin = hookgate::admin::spawn(
+        "127.0.0.1:0".parse().unwrap(),
+        h.metrics.clone(),
+        hookgate::admin::always_ready(),
+        limits(8, 8),
+    )
+    .await
+    .unwrap();
+    for (name, addr, path) in [
+        ("receiver", addr, "/hooks/t/stripe"),
+        ("admin", admin, "/metrics"),
+    ] {
+        let (held, sent, total) = slow_headers(addr, path).await;
+        println!("{name}: slow client dropped after {held:?}, {sent} of {total} header bytes sent");
+        assert!(sent < total, "{name}: the whole head got through");
+        // A bound on hanging, not a speed target.
+        assert!(held < HEADER_TIMEOUT * 3, "{name}: held for {held:?}");
+    }
+}
+
+#[tokio::test]
+async fn an_idle_kept_alive_connection_is_closed() {
+    let (_dir, inbox) = sqlite_inbox().await;
+    let h = harness(inbox);
+    let (addr, _stop) = serve(&h, limits(64, 64)).await;
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    conn.write_all(b"GET /nowhere HTTP/1.1\r\nhost: hookgate\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = conn.read(&mut buf).await.unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]);
+    assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+    assert!(!head.to_ascii_lowercase().contains("connection: close"));
+    let idle = Instant::now();
+    let eof = tokio::time::timeout(Duration::from_secs(10), conn.read(&mut buf)).await;
+    let held = idle.elapsed();
+    println!("idle kept-alive connection closed after {held:?}");
+    assert!(
+        matches!(eof, Ok(Ok(0)) | Ok(Err(_))),
+        "still open after {held:?}"
+    );
+    assert!(held < HEADER_TIMEOUT * 3, "held for {held:?}");
+}
+
+/// A request whose head is complete and whose body never comes: it holds an in-flight slot in
+/// the handler (reading the body) until its connection closes.
+async fn stalled_request(addr: SocketAddr, path: &str, headers: &[(String, String)]) -> TcpStream {
+    let mut head = format!("POST {path} HTTP/1.1\r\nhost: hookgate\r\ncontent-length: 100\r\n");
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    conn.write_all(head.as_bytes()).await.unwrap();
+    conn
+}
+
+/// A fresh connection per request: a refused connection is closed by the server.
+async fn post(addr: SocketAddr, path: &str, headers: &[(String, String)], body: &str) -> Reply {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let mut req = client
+        .post(format!("http://{addr}{path}"))
+        .body(body.to_string());
+    for (k, v) in headers {
+        req = req.header(k, v);
+    }
+    let res = req.send().await.expect("an answer, not a hang");
+    let status = axum::http::StatusCode::from_u16(res.status().as_u16()).unwrap();
+    let mut headers = axum::http::HeaderMap::new();
+    for (k, v) in res.headers() {
+        headers.insert(
+            axum::http::HeaderName::from_bytes(k.as_str().as_bytes()).unwrap(),
+            axum::http::HeaderValue::from_bytes(v.as_bytes()).unwrap(),
+        );
+    }
+    let json = res.json().await.unwrap_or(serde_json::Value::Null);
+    Reply {
+        status,
+        headers,
+        json,
+    }
+}
+
+fn assert_overloaded(r: &Reply, took: Duration, what: &str) {
+    println!("{what}: {} {} after {took:?}", r.status, r.json);
+    assert_eq!((r.status.as_u16(), &r.json), (503, &error("overloaded")));
+    assert!(
+        r.headers.contains_key("retry-after"),
+        "{what}: no Retry-After"
+    );
+    assert!(
+        took < Duration::from_secs(3),
+        "{what}: answered after {took:?}"
+    );
+}
+
+#[tokio::test]
+async fn requests_over_the_in_flight_cap_get_503_at_once() {
+    const CAP: usize = 4;
+    let (_dir, inbox) = sqlite_inbox().await;
+    let h = harness(inbox);
+    let (addr, _stop) = serve(&h, limits(64, CAP)).await;
+    let body = stripe_body("evt_cap", "invoice.paid");
+    let (path, headers) = h.sign("t/stripe", &body, opts());
+    let mut stalled = Vec::new();
+    for _ in 0..CAP {
+        stalled.push(stalled_request(addr, &path, &headers).await);
+    }
+    // Setup, not a measurement: let the server pick the stalled heads up.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let start = Instant::now();
+    let extra = post(addr, &path, &headers, &body).await;
+    assert_overloaded(&extra, start.elapsed(), "request over the in-flight cap");
+    assert_eq!(h.receiver.inbox().counts().await.unwrap().0, 0);
+
+    // The slots come back when the stalled requests go away.
+    drop(stalled);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = post(addr, &path, &headers, &body).await;
+        if r.status.as_u16() != 503 || Instant::now() > deadline {
+            assert_eq!((r.status.as_u16(), r.json), (200, accepted()));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn connections_over_the_cap_get_503_at_once() {
+    const CAP: usize = 3;
+    let (_dir, inbox) = sqlite_inbox().await;
+    let h = harness(inbox);
+    let (addr, _stop) = serve(
+        &h,
+        Limits {
+            header_timeout: Duration::from_secs(10),
+            ..limits(CAP, 64)
+        },
+    )
+    .await;
+    let mut idle = Vec::new();
+    for _ in 0..CAP {
+        idle.push(TcpStream::connect(addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let start = Instant::now();
+    let extra = post(addr, "/nowhere", &[], "{}").await;
+    assert_overloaded(&extra, start.elapsed(), "connection over the cap");
+
+    drop(idle);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = post(addr, "/nowhere", &[], "{}").await;
+        if r.status.as_u16() != 503 || Instant::now() > deadline {
+            assert_eq!((r.status.as_u16(), r.json), (404, error("unknown_route")));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
