@@ -10,6 +10,7 @@ pub mod crd;
 pub mod dlq;
 mod error;
 pub mod inbox;
+pub mod kube_api;
 pub mod listener;
 pub mod manifest;
 pub mod metrics;

@@ -54,9 +54,7 @@ pub async fn run(
     cfg: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> crate::Result<()> {
-    let client = Client::try_default()
-        .await
-        .map_err(|e| crate::Error::Config(format!("cannot reach the Kubernetes API: {e}")))?;
+    let client = crate::kube_api::client().await?;
     if let Some(addr) = cfg.admin_listen {
         let metrics = Arc::new(crate::metrics::Metrics::new());
         crate::admin::spawn(

@@ -102,9 +102,7 @@ pub async fn run(
     cfg: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> crate::Result<()> {
-    let client = Client::try_default()
-        .await
-        .map_err(|e| crate::Error::Config(format!("cannot reach the Kubernetes API: {e}")))?;
+    let client = crate::kube_api::client().await?;
     let inbox = crate::inbox::Inbox::connect_with(&cfg.database_url, cfg.db).await?;
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
     let receiver = Receiver::new(
@@ -158,9 +156,7 @@ pub async fn run_workers(
     cfg: crate::worker::WorkerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> crate::Result<()> {
-    let client = Client::try_default()
-        .await
-        .map_err(|e| crate::Error::Config(format!("cannot reach the Kubernetes API: {e}")))?;
+    let client = crate::kube_api::client().await?;
     let inbox = crate::inbox::Inbox::connect_with(database_url, cfg.db).await?;
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
     let worker =

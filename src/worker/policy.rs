@@ -126,13 +126,6 @@ pub fn parse_retry_after(value: &str, now: DateTime<Utc>) -> Option<Duration> {
     Some(delay.min(MAX_RETRY_AFTER))
 }
 
-/// Default schedule [30s, 2m, 10m, 1h, 6h, 24h].
-pub fn default_schedule() -> Vec<Duration> {
-    [30, 2 * 60, 10 * 60, 60 * 60, 6 * 60 * 60, 24 * 60 * 60]
-        .map(Duration::from_secs)
-        .to_vec()
-}
-
 /// A resource version for the ordering gate.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Version {
@@ -251,7 +244,7 @@ mod tests {
 
     #[test]
     fn decide_follows_the_status_table() {
-        let sched = default_schedule();
+        let sched = crate::crd::defaults::retry_schedule();
         let d = |r: &AttemptResult, attempt| decide(r, attempt, &sched, 0.0);
         for code in [200, 201, 204, 299] {
             assert_eq!(d(&status(code, None), 1), Outcome::Processed);
@@ -281,7 +274,7 @@ mod tests {
 
     #[test]
     fn jitter_is_exactly_plus_or_minus_ten_percent() {
-        let sched = default_schedule();
+        let sched = crate::crd::defaults::retry_schedule();
         let cases = [
             (1, 1.0, 33_000),
             (1, -1.0, 27_000),
@@ -302,7 +295,7 @@ mod tests {
 
     #[test]
     fn retry_after_is_honoured_only_on_429_and_503_without_jitter() {
-        let sched = default_schedule();
+        let sched = crate::crd::defaults::retry_schedule();
         let cases = [
             (429, Some(7), retry(7, "HTTP 429")),
             (503, Some(0), retry(0, "HTTP 503")),
