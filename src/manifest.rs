@@ -210,16 +210,7 @@ fn add(m: &mut Manifests, file: &str, doc: &str, value: serde_yaml::Value) -> Re
             if name.is_empty() {
                 return Err(manifest_err(file, object, "metadata.name", "missing"));
             }
-            // Like the API server: stringData is merged over data.
-            let mut data: std::collections::BTreeMap<String, Vec<u8>> = secret
-                .data
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, v.0))
-                .collect();
-            for (k, v) in secret.string_data.unwrap_or_default() {
-                data.insert(k, v.into_bytes());
-            }
+            let data = crate::receiver::route::secret_values(secret);
             if m.secrets.insert((ns, name), data).is_some() {
                 return Err(manifest_err(
                     file,

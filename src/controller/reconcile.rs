@@ -282,15 +282,7 @@ pub async fn read_secrets(
     for name in names {
         match api.get_opt(name).await? {
             Some(s) => {
-                let mut data: std::collections::BTreeMap<String, Vec<u8>> = s
-                    .data
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(k, v)| (k, v.0))
-                    .collect();
-                for (k, v) in s.string_data.unwrap_or_default() {
-                    data.insert(k, v.into_bytes());
-                }
+                let data = crate::receiver::route::secret_values(s);
                 secrets.insert((namespace.to_string(), name.to_string()), data);
             }
             None => missing.push(name.to_string()),
@@ -327,12 +319,9 @@ async fn generated_keys(
     let handled = existing
         .as_ref()
         .and_then(|s| s.annotations().get(generated::HANDLED_ANNOTATION).cloned());
-    let mut data: std::collections::BTreeMap<String, Vec<u8>> = existing
-        .and_then(|s| s.data)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| (k, v.0))
-        .collect();
+    let mut data = existing
+        .map(crate::receiver::route::secret_values)
+        .unwrap_or_default();
     let owned = Owned::new(data.keys().cloned().collect(), handled);
     let requested = wi.annotations().get(generated::ROTATE_ANNOTATION).cloned();
     let Some(why) = generated::due(&owned, requested.as_deref(), every(wi), now) else {

@@ -29,6 +29,10 @@ pub use event::{EventSummary, InsertOutcome, ListFilter, NewEvent, Status};
 pub use group::{GroupCommit, GroupCommitConfig, MAX_BATCH};
 pub use store::InboxStat;
 
+/// Request headers the inbox never stores, so that no database reader can lift a credential
+/// from it and no delivery can forward one.
+pub const NEVER_STORED_HEADERS: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
+
 use crate::{Error, Result};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{

@@ -38,12 +38,9 @@ pub async fn send(
             .get_opt(&name)
             .await
             .map_err(|e| api_error(e, &target.secret_display(&name)))?;
-        let data: std::collections::BTreeMap<String, Vec<u8>> = secret
-            .and_then(|s| s.data)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.0))
-            .collect();
+        let data = secret
+            .map(crate::receiver::route::secret_values)
+            .unwrap_or_default();
         wi.spec
             .keys
             .extend(Owned::new(data.keys().cloned().collect(), None).key_specs(&target.name));

@@ -220,12 +220,11 @@ fn extract(source: &Source, headers: &HeaderMap, json: Option<&Value>) -> Option
 /// Request headers kept with the event, minus signatures and credentials: a database reader
 /// should not be able to lift a valid signature or a token from the inbox.
 fn stored_headers(headers: &HeaderMap, signature_headers: &[&str]) -> Value {
-    const CREDENTIALS: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
     let kept: Vec<Value> = headers
         .iter()
         .filter(|(name, _)| {
             let n = name.as_str();
-            !CREDENTIALS.contains(&n) && !signature_headers.contains(&n)
+            !crate::inbox::NEVER_STORED_HEADERS.contains(&n) && !signature_headers.contains(&n)
         })
         .map(|(name, value)| {
             Value::from(vec![

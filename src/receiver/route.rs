@@ -17,6 +17,21 @@ use wildmatch::WildMatch;
 /// Secret data by (namespace, name), values already base64-decoded.
 pub type Secrets = BTreeMap<(String, String), BTreeMap<String, Vec<u8>>>;
 
+/// A Secret's values as the API server would store them: `data`, with `stringData` merged over
+/// it (a manifest may carry either; an object read from the API has only `data`).
+pub fn secret_values(secret: k8s_openapi::api::core::v1::Secret) -> BTreeMap<String, Vec<u8>> {
+    let mut values: BTreeMap<String, Vec<u8>> = secret
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect();
+    for (k, v) in secret.string_data.unwrap_or_default() {
+        values.insert(k, v.into_bytes());
+    }
+    values
+}
+
 /// Where a per-event value is read from, after verification.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {

@@ -8,9 +8,6 @@ use crate::receiver::verify::{KeyMaterial, standard_webhooks};
 use std::fmt;
 use std::time::Duration;
 
-/// Headers the inbox never keeps (see the receiver), so they can never be forwarded.
-pub const NEVER_STORED: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
-
 pub struct DeliveryTarget {
     /// `namespace/name`
     pub integration: String,
@@ -94,7 +91,9 @@ pub fn compile(
     let mut forward_headers = Vec::with_capacity(d.forward_headers.len());
     for (i, h) in d.forward_headers.iter().enumerate() {
         let h = h.to_ascii_lowercase();
-        if signature_headers.contains(&h.as_str()) || NEVER_STORED.contains(&h.as_str()) {
+        if signature_headers.contains(&h.as_str())
+            || crate::inbox::NEVER_STORED_HEADERS.contains(&h.as_str())
+        {
             return Err(FieldError::new(
                 format!("spec.delivery.forwardHeaders[{i}]"),
                 format!("{h} carries a signature or credential and is never forwarded"),
