@@ -13,7 +13,10 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 
-type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+#[allow(dead_code)]
+#[path = "common/mock_api.rs"]
+mod mock_api;
+use mock_api::Handle;
 
 fn now() -> DateTime<Utc> {
     "2026-12-01T00:00:00Z".parse().unwrap()
@@ -86,20 +89,7 @@ fn not_found() -> (u16, Value) {
 
 /// Answers the next request if it matches `method` and `path` (query ignored); returns its body.
 async fn expect(handle: &mut Handle, method: &str, path: &str, answer: (u16, Value)) -> Value {
-    let (request, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
-        .await
-        .unwrap_or_else(|_| panic!("no request; expected {method} {path}"))
-        .expect("service not called");
-    assert_eq!(request.method().as_str(), method, "{}", request.uri());
-    assert_eq!(request.uri().path(), path);
-    let bytes = request.into_body().collect_bytes().await.unwrap();
-    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    let response = Response::builder()
-        .status(answer.0)
-        .body(Body::from(serde_json::to_vec(&answer.1).unwrap()))
-        .unwrap();
-    send.send_response(response);
-    body
+    mock_api::answer(handle, method, path, answer).await.body
 }
 
 const WI: &str = "/apis/hookgate.dev/v1alpha1/namespaces/pay/webhookintegrations/stripe";

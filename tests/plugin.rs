@@ -13,7 +13,9 @@ use kube::client::Body;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+#[path = "common/mock_api.rs"]
+mod mock_api;
+use mock_api::{Handle, Seen};
 
 const WI: &str = "/apis/hookgate.dev/v1alpha1/namespaces/pay/webhookintegrations/stripe";
 const KEYS_SECRET: &str = "/api/v1/namespaces/pay/secrets/stripe-keys";
@@ -22,11 +24,6 @@ const MERGE: &str = "application/merge-patch+json";
 const APPLY: &str = "application/apply-patch+yaml";
 
 /// One request the script saw.
-struct Seen {
-    content_type: Option<String>,
-    body: Value,
-}
-
 /// Answers the next request, which must be `method` on exactly `path_and_query`.
 async fn expect(
     handle: &mut Handle,
@@ -34,30 +31,7 @@ async fn expect(
     path_and_query: &str,
     answer: (u16, Value),
 ) -> Seen {
-    let (request, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
-        .await
-        .unwrap_or_else(|_| panic!("no request; expected {method} {path_and_query}"))
-        .unwrap_or_else(|| panic!("the plugin stopped; expected {method} {path_and_query}"));
-    let uri = request.uri().clone();
-    assert_eq!(
-        (
-            request.method().as_str(),
-            uri.path_and_query().unwrap().as_str()
-        ),
-        (method, path_and_query)
-    );
-    let content_type = request
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .map(|v| v.to_str().unwrap().to_string());
-    let bytes = request.into_body().collect_bytes().await.unwrap();
-    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    let response = Response::builder()
-        .status(answer.0)
-        .body(Body::from(serde_json::to_vec(&answer.1).unwrap()))
-        .unwrap();
-    send.send_response(response);
-    Seen { content_type, body }
+    mock_api::answer(handle, method, path_and_query, answer).await
 }
 
 /// Runs `kubectl hookgate <args>` (default namespace `default`) while `script` plays the API
