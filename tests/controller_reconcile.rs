@@ -595,6 +595,41 @@ async fn a_signing_keys_secret_it_did_not_create_is_not_adopted() {
     }
 }
 
+/// A rotation asked for within the second the current generated key was made in cannot take a
+/// new id yet: the reconcile comes back in a second instead of at the next resync (found by
+/// the cluster suite, where a rotation right after the first key waited 30 s).
+#[tokio::test]
+async fn a_rotation_in_the_same_second_as_the_last_key_comes_back_in_a_second() {
+    let (ctx, mut api) = context();
+    let mut wi = serde_json::to_value(integration(json!([]), None, true, false)).unwrap();
+    wi["spec"]["scheme"] = json!({"type": "github"});
+    wi["spec"]["rotation"] = json!({"generate": true});
+    wi["metadata"]["annotations"] = json!({"hookgate.dev/rotate": "t2"});
+    let wi: WebhookIntegration = serde_json::from_value(wi).unwrap();
+    let owned = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "stripe-signing-keys", "namespace": "pay", "annotations": {"hookgate.dev/rotate-handled": "t1"}, "ownerReferences": [owned_by_stripe()]},
+        "data": {"g-20261201-000000": base64_encode(b"made-this-second")}});
+    let script = tokio::spawn(async move {
+        let path = "/api/v1/namespaces/pay/secrets/stripe-signing-keys";
+        expect(&mut api, "GET", path, (200, owned)).await;
+        expect(&mut api, "GET", ROUTES, (200, routes(&[]))).await;
+        expect(&mut api, "PATCH", ROUTE, (200, route_answer())).await;
+        expect(
+            &mut api,
+            "PATCH",
+            &format!("{WI}/status"),
+            (200, wi_answer()),
+        )
+        .await;
+        // The key it already had is announced; nothing is generated yet.
+        let event = expect(&mut api, "POST", EVENTS, (201, event_answer())).await;
+        assert_eq!(event["reason"], "KeyActivated");
+    });
+    let action = run(wi, ctx).await.unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_secs(1)));
+    script.await.unwrap();
+}
+
 fn base64_encode(b: &[u8]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(b)

@@ -79,15 +79,23 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Reconci
     let mut scheduled = None;
     let mut owned_keys = None;
     let mut foreign_secret = None;
+    let mut rotate_next_second = false;
     if wi.spec.rotation.as_ref().is_some_and(|r| r.generate) {
         // A Secret of that name that this integration does not own is never adopted.
-        let (owned, data, rotated) = match generated_keys(wi, &ctx.client, &namespace, now).await? {
-            Ok(keys) => keys,
-            Err(name) => {
-                foreign_secret = Some(format!("{namespace}/{name}"));
-                (Owned::new(Vec::new(), None), Default::default(), None)
-            }
-        };
+        let (owned, data, rotated, deferred) =
+            match generated_keys(wi, &ctx.client, &namespace, now).await? {
+                Ok(keys) => keys,
+                Err(name) => {
+                    foreign_secret = Some(format!("{namespace}/{name}"));
+                    (
+                        Owned::new(Vec::new(), None),
+                        Default::default(),
+                        None,
+                        false,
+                    )
+                }
+            };
+        rotate_next_second = deferred;
         effective.spec.keys.extend(owned.key_specs(&wi.name_any()));
         secrets.insert(
             (namespace.clone(), generated::secret_name(&wi.name_any())),
@@ -153,6 +161,9 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Reconci
         }
     }
 
+    if rotate_next_second {
+        plan.requeue_after = plan.requeue_after.min(std::time::Duration::from_secs(1));
+    }
     if let Some(inbox) = &ctx.inbox {
         let integration = format!("{namespace}/{}", wi.name_any());
         match inbox.stats_of(Some(&integration), now).await {
@@ -325,12 +336,14 @@ async fn generated_keys(
     let owned = Owned::new(data.keys().cloned().collect(), handled);
     let requested = wi.annotations().get(generated::ROTATE_ANNOTATION).cloned();
     let Some(why) = generated::due(&owned, requested.as_deref(), every(wi), now) else {
-        return Ok(Ok((owned, data, None)));
+        return Ok(Ok((owned, data, None, false)));
     };
     let id = generated::key_id(now);
     if data.contains_key(&id) {
-        // Two rotations within one second: this second's key already exists.
-        return Ok(Ok((owned, data, None)));
+        // Ids carry the second they were made in, and this second's key exists (a rotation
+        // asked for right after the first key): rotate in the next second, not at the next
+        // resync.
+        return Ok(Ok((owned, data, None, true)));
     }
     data.insert(
         id.clone(),
@@ -348,14 +361,16 @@ async fn generated_keys(
         reason: "KeyGenerated",
         note: format!("generated key {id} in Secret {namespace}/{name} ({reason})"),
     };
-    Ok(Ok((owned, data, Some(note))))
+    Ok(Ok((owned, data, Some(note), false)))
 }
 
-/// The owned keys, their values, and the event of a key generated now.
+/// The owned keys, their values, the event of a key generated now, and whether a rotation that
+/// is due had to wait for the next second.
 type GeneratedKeys = (
     Owned,
     std::collections::BTreeMap<String, Vec<u8>>,
     Option<Note>,
+    bool,
 );
 
 /// Applies the owned key Secret whole: server-side apply drops any key this manager left out.

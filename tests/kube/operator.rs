@@ -68,6 +68,14 @@ async fn service_accounts_have_exactly_the_permissions_they_need() {
         ),
         ("controller", "create", format!("secrets -n {own}"), true),
         ("controller", "delete", format!("secrets -n {own}"), true),
+        ("controller", "list", format!("secrets -n {own}"), true),
+        ("controller", "update", format!("secrets -n {own}"), false),
+        (
+            "controller",
+            "update",
+            format!("secrets -n {tenant}"),
+            false,
+        ),
         ("controller", "get", format!("secrets -n {other}"), false),
         (
             "controller",
