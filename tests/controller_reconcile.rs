@@ -124,6 +124,19 @@ fn condition<'a>(status: &'a Value, t: &str) -> &'a Value {
         .unwrap()
 }
 
+/// Expects the status patch and checks that it says Ready=False with `reason`, its message
+/// containing `says`; returns the patch.
+async fn expect_not_ready(api: &mut Handle, reason: &str, says: &str) -> Value {
+    let status = expect(api, "PATCH", &format!("{WI}/status"), (200, wi_answer())).await;
+    let ready = condition(&status, "Ready");
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("False"), Some(reason))
+    );
+    assert!(ready["message"].as_str().unwrap().contains(says), "{ready}");
+    status
+}
+
 #[tokio::test]
 async fn first_apply_adds_the_finalizer_then_programs_the_route() {
     let (ctx, mut api) = context();
@@ -345,22 +358,7 @@ async fn a_path_claimed_first_by_another_namespace_is_refused_and_unrouted() {
         ];
         expect(&mut api, "GET", ROUTES, (200, routes(&claims))).await;
         expect(&mut api, "DELETE", ROUTE, (200, route_answer())).await;
-        let status = expect(
-            &mut api,
-            "PATCH",
-            &format!("{WI}/status"),
-            (200, wi_answer()),
-        )
-        .await;
-        let ready = condition(&status, "Ready");
-        assert_eq!(
-            (ready["status"].as_str(), ready["reason"].as_str()),
-            (Some("False"), Some("PathConflict"))
-        );
-        assert!(
-            ready["message"].as_str().unwrap().contains("owner/stripe"),
-            "{ready}"
-        );
+        expect_not_ready(&mut api, "PathConflict", "owner/stripe").await;
         let event = expect(&mut api, "POST", EVENTS, (201, event_answer())).await;
         assert_eq!(event["reason"], "PathConflict");
         assert_eq!(event["type"], "Warning");
@@ -388,22 +386,7 @@ async fn a_refused_route_is_explained_in_status() {
         let refused = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid", "code": 422,
                              "message": "Secret \"route.pay.stripe\" is invalid: data: Too long: must have at most 1048576 bytes"});
         expect(&mut api, "PATCH", ROUTE, (422, refused)).await;
-        let status = expect(
-            &mut api,
-            "PATCH",
-            &format!("{WI}/status"),
-            (200, wi_answer()),
-        )
-        .await;
-        let ready = condition(&status, "Ready");
-        assert_eq!(
-            (ready["status"].as_str(), ready["reason"].as_str()),
-            (Some("False"), Some("RouteRejected"))
-        );
-        assert!(
-            ready["message"].as_str().unwrap().contains("Too long"),
-            "{ready}"
-        );
+        let status = expect_not_ready(&mut api, "RouteRejected", "Too long").await;
         assert_eq!(condition(&status, "RouteProgrammed")["status"], "False");
         loop {
             let event = expect(&mut api, "POST", EVENTS, (201, event_answer())).await;
@@ -574,18 +557,8 @@ async fn a_signing_keys_secret_it_did_not_create_is_not_adopted() {
             expect(&mut api, "GET", path, (200, planted)).await;
             expect(&mut api, "GET", ROUTES, (200, routes(&[]))).await;
             // Straight to status: neither the Secret nor a route is written.
-            let status = expect(
-                &mut api,
-                "PATCH",
-                &format!("{WI}/status"),
-                (200, wi_answer()),
-            )
-            .await;
-            let ready = condition(&status, "Ready");
-            assert_eq!(
-                (ready["status"].as_str(), ready["reason"].as_str()),
-                (Some("False"), Some("SecretNotOwned"))
-            );
+            let status =
+                expect_not_ready(&mut api, "SecretNotOwned", "pay/stripe-signing-keys").await;
             assert!(!status.to_string().contains("attacker-chosen"));
             let event = expect(&mut api, "POST", EVENTS, (201, event_answer())).await;
             assert_eq!(event["reason"], "SecretNotOwned");
