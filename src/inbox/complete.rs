@@ -56,13 +56,7 @@ impl Completer {
                     let pool = pool.clone();
                     Box::pin(async move {
                         let n = items.len();
-                        tokio::time::timeout(deadline, commit(&pool, items))
-                            .await
-                            .unwrap_or_else(|_| {
-                                (0..n)
-                                    .map(|_| Err(Error::Unavailable("completion deadline".into())))
-                                    .collect()
-                            })
+                        super::within_batch(deadline, n, commit(&pool, items)).await
                     })
                 });
                 let settings = Settings {

@@ -126,16 +126,7 @@ impl GroupCommit {
             Box::pin(async move {
                 let n = events.len();
                 // A stuck batch would hold its transaction slot, and every later batch with it.
-                match tokio::time::timeout(deadline, commit_events(&inbox, events)).await {
-                    Ok(results) => results,
-                    Err(_) => (0..n)
-                        .map(|_| {
-                            Err(Error::Unavailable(format!(
-                                "the database did not answer within {deadline:?}"
-                            )))
-                        })
-                        .collect(),
-                }
+                super::within_batch(deadline, n, commit_events(&inbox, events)).await
             })
         });
         Self {

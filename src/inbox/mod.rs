@@ -173,6 +173,24 @@ pub(crate) async fn within<T>(
         })
 }
 
+/// [`within`] for a batch: every item of a batch that missed the deadline gets the error.
+pub(crate) async fn within_batch<T>(
+    deadline: Duration,
+    items: usize,
+    call: impl std::future::Future<Output = Vec<Result<T>>>,
+) -> Vec<Result<T>> {
+    match tokio::time::timeout(deadline, call).await {
+        Ok(results) => results,
+        Err(_) => (0..items)
+            .map(|_| {
+                Err(Error::Unavailable(format!(
+                    "the database did not answer within {deadline:?}"
+                )))
+            })
+            .collect(),
+    }
+}
+
 /// A statement that lifts the statement timeout for the rest of a transaction (maintenance work
 /// may legitimately take longer than a request may wait).
 pub(crate) fn lift_statement_timeout(inbox: &Inbox) -> &'static str {

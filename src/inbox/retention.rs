@@ -16,6 +16,9 @@ const DELETE_FINISHED_ATTEMPTS: &str = "DELETE FROM delivery_attempts WHERE even
      (SELECT id FROM inbox_events WHERE integration = $1 AND status IN ('processed', 'ignored') \
      AND COALESCE(processed_at, received_at) < $2)";
 
+const WITH_FINISHED: &str = "SELECT DISTINCT integration FROM inbox_events \
+     WHERE status IN ('processed', 'ignored')";
+
 const DELETE_FINISHED: &str = "DELETE FROM inbox_events \
      WHERE integration = $1 AND status IN ('processed', 'ignored') \
      AND COALESCE(processed_at, received_at) < $2";
@@ -78,6 +81,19 @@ impl Inbox {
                 .rows_affected();
             tx.commit().await?;
             Ok(n)
+        })
+    }
+
+    /// Every integration that has finished events, configured or not (a walk of the
+    /// `(integration, status)` index, free of the request-path statement timeout).
+    pub async fn integrations_with_finished(&self) -> Result<Vec<String>> {
+        let lift = super::lift_statement_timeout(self);
+        backend!(self, pool => {
+            let mut tx = pool.begin().await?;
+            sqlx::query(lift).execute(&mut *tx).await?;
+            let names = sqlx::query_scalar(WITH_FINISHED).fetch_all(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(names)
         })
     }
 }

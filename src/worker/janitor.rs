@@ -27,19 +27,19 @@ pub async fn sweep(inbox: &Inbox, worker: &Worker) -> crate::Result<(u64, u64, u
         })
         .collect();
     if worker.targets_loaded() {
-        let mut gone: Vec<String> = inbox
-            .stats_of(None, now)
-            .await?
-            .into_iter()
-            .map(|s| s.integration)
-            .filter(|i| !targets.contains_key(i))
-            .collect();
-        gone.sort();
-        gone.dedup();
-        retention.extend(
-            gone.into_iter()
-                .map(|i| (i, defaults::RETENTION_PAYLOAD, defaults::RETENTION_DEDUPE)),
-        );
+        // Rows of integrations that are gone get the default retention. Finding them must not
+        // hold up the cleanup of the configured ones.
+        match inbox.integrations_with_finished().await {
+            Ok(names) => retention.extend(
+                names
+                    .into_iter()
+                    .filter(|i| !targets.contains_key(i))
+                    .map(|i| (i, defaults::RETENTION_PAYLOAD, defaults::RETENTION_DEDUPE)),
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not list the inbox's integrations; rows of deleted ones wait for the next pass")
+            }
+        }
     }
     for (integration, payload, dedupe) in retention {
         purged += inbox
