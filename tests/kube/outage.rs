@@ -23,8 +23,8 @@ async fn receiver_serves_through_an_api_server_outage_and_watches_resume() {
         return;
     };
     let r = Release::install(&server, "outage").await;
-    let _controller = Role::controller(&server, &r, "out-0");
-    let receiver = Role::receiver(&server, &r);
+    let mut controller = Role::controller(&server, &r, "out-0");
+    let mut receiver = Role::receiver(&server, &r);
     let t = r.tenant.as_str();
     server.apply(&integration(t, "before"));
     wait_for("before Ready", Duration::from_secs(60), async || {
@@ -91,6 +91,12 @@ async fn receiver_serves_through_an_api_server_outage_and_watches_resume() {
         "watches resumed: a new integration routed {:?} after the server came back",
         resumed.elapsed()
     );
-    assert!(receiver.proc.0.id() > 0);
+    // Resumed, not restarted: both processes are the ones started before the outage.
+    for (role, what) in [(&mut receiver, "receiver"), (&mut controller, "controller")] {
+        assert!(
+            role.proc.0.try_wait().unwrap().is_none(),
+            "the {what} exited"
+        );
+    }
     r.drop_database().await;
 }

@@ -186,12 +186,29 @@ async fn every_plugin_verb_works_against_the_api_server() {
     // rotate on generated keys: the controller adds a key; secret prints it.
     let first = phases(server, t, "gen");
     assert_eq!(first.len(), 1, "{first:?}");
-    tokio::time::sleep(Duration::from_millis(1100)).await; // generated ids carry the second
     let out = ok(
         plugin(server, t, &["rotate", "gen", "--overlap", "30m"]),
         None,
     );
-    assert!(!out.is_empty());
+    assert!(
+        out.starts_with(&format!(
+            "WebhookIntegration {t}/gen: rotation requested (hookgate.dev/rotate="
+        )),
+        "{out}"
+    );
+    let overlap = ok(
+        server.kubectl(&[
+            "get",
+            "whi",
+            "gen",
+            "-n",
+            t,
+            "-o",
+            "jsonpath={.spec.rotation.overlap}",
+        ]),
+        None,
+    );
+    assert_eq!(overlap, "30m");
     wait_for(
         "a second generated key",
         Duration::from_secs(30),
@@ -274,7 +291,7 @@ async fn every_plugin_verb_works_against_the_api_server() {
         ),
         None,
     );
-    assert!(out.contains('1'), "{out}");
+    assert!(out.starts_with("replayed 1 event: "), "{out}");
     let listed = ok(
         plugin(
             server,
