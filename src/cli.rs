@@ -265,7 +265,8 @@ pub struct WorkerArgs {
     /// Deliveries in flight at once in this process.
     #[arg(long, default_value_t = 16, env = "HOOKGATE_CONCURRENCY")]
     pub concurrency: usize,
-    /// How long a claimed event is leased; must exceed the longest delivery timeout.
+    /// How long a claimed event is leased. Each attempt ends by 3/4 of it, whatever the
+    /// integration's delivery timeout, so that it never outlives its claim.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub lease: std::time::Duration,
     /// Pause between claims when nothing is due.

@@ -39,7 +39,7 @@ pub fn targets(table: &RouteTable) -> Targets {
 pub struct WorkerConfig {
     /// Deliveries in flight at once in this process.
     pub concurrency: usize,
-    /// How long a claim is held; must exceed the longest delivery timeout.
+    /// How long a claim is held. Each attempt ends by ¾ of it, whatever the integration's timeout.
     pub lease: Duration,
     /// Pause between claims when nothing is due.
     pub poll: Duration,
