@@ -1,26 +1,36 @@
 #![forbid(unsafe_code)]
 //! hookgate: receive third-party webhooks safely — verify the signature on the raw bytes, check
 //! freshness, dedupe, commit to a durable inbox, and only then answer 2xx.
+//!
+//! Imports run one way, from the top of this list to the bottom (docs/architecture.md, and
+//! `tests/it/architecture.rs` fails on an import against the direction):
+//! - core, no I/O and no role: `time`, `redact`, `signature`, `destination`, `crd`, `route`;
+//! - storage and plumbing: `inbox`, `manifest`, `metrics`, `tls`, `http`;
+//! - roles, which never import each other: `receiver`, `worker`, `controller`;
+//! - entry points: `run` (one per role, plus standalone);
+//! - user interfaces: `cli`, then `plugin` (kubectl-hookgate).
 
-pub mod admin;
-pub mod bench;
-pub mod cli;
-pub mod controller;
+// core
 pub mod crd;
-pub mod dlq;
-mod error;
+pub mod destination;
+pub mod redact;
+pub mod route;
+pub mod signature;
+pub mod time;
+// storage and plumbing
+pub mod http;
 pub mod inbox;
-pub mod kube_api;
-pub mod listener;
 pub mod manifest;
 pub mod metrics;
-pub mod plugin;
-pub mod receiver;
-pub mod send;
-pub mod standalone;
-pub mod time;
 pub mod tls;
-pub mod watch_backoff;
+// roles
+pub mod controller;
+pub mod receiver;
 pub mod worker;
+// entry points and interfaces
+pub mod cli;
+pub mod plugin;
+pub mod run;
 
+mod error;
 pub use error::{Error, Result};

@@ -3,7 +3,7 @@
 
 use crate::crd::WebhookIntegration;
 use crate::crd::validate::FieldError;
-use crate::receiver::route::{self, CompiledRoute, RouteTable, Secrets};
+use crate::route::{self, CompiledRoute, RouteTable, Secrets};
 use crate::{Error, Result};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
@@ -210,7 +210,7 @@ fn add(m: &mut Manifests, file: &str, doc: &str, value: serde_yaml::Value) -> Re
             if name.is_empty() {
                 return Err(manifest_err(file, object, "metadata.name", "missing"));
             }
-            let data = crate::receiver::route::secret_values(secret);
+            let data = crate::route::secret_values(secret);
             if m.secrets.insert((ns, name), data).is_some() {
                 return Err(manifest_err(
                     file,

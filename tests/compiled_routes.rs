@@ -65,7 +65,7 @@ async fn cluster_receiver_enforces_the_compiled_not_after(pool: sqlx::PgPool) {
         .send(
             "t/partner",
             body,
-            hookgate::send::SendOptions {
+            hookgate::cli::send::SendOptions {
                 event_id: Some("a".into()),
                 ..ed_opts(3, "new")
             },
@@ -75,7 +75,7 @@ async fn cluster_receiver_enforces_the_compiled_not_after(pool: sqlx::PgPool) {
     let (path, headers) = h.sign(
         "t/partner",
         body,
-        hookgate::send::SendOptions {
+        hookgate::cli::send::SendOptions {
             event_id: Some("b".into()),
             ..ed_opts(2, "mid")
         },
@@ -183,7 +183,7 @@ async fn route_swap_is_atomic_for_in_flight_requests(pool: sqlx::PgPool) {
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
 
     h.receiver
-        .swap_routes(hookgate::receiver::route::RouteTable::default());
+        .swap_routes(hookgate::route::RouteTable::default());
     tx.send(Ok(rest.to_vec())).await.unwrap();
     drop(tx);
     let res = in_flight.await.unwrap().unwrap();

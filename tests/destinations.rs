@@ -7,10 +7,10 @@ mod common;
 
 use common::destination::Destination;
 use common::*;
+use hookgate::cli::send::SendOptions;
+use hookgate::destination::{Policy, Scope};
 use hookgate::inbox::{Inbox, ListFilter};
 use hookgate::metrics::Metrics;
-use hookgate::send::SendOptions;
-use hookgate::worker::destinations::{Policy, Scope};
 use hookgate::worker::{self, Worker, WorkerConfig};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use std::net::{IpAddr, SocketAddr};

@@ -2,7 +2,7 @@
 //! and PostgreSQL stopped under load (a throwaway cluster this test starts, never the shared one).
 //! Each test prints what it counted and fails on any acknowledged event that is missing.
 
-use hookgate::send::{SendOptions, sign_request};
+use hookgate::cli::send::{SendOptions, sign_request};
 use sqlx::{Connection, PgConnection};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

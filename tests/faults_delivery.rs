@@ -7,7 +7,7 @@
 mod common;
 
 use common::procs::{BIN, Proc, drop_database, free_port, fresh_database};
-use hookgate::send::{SendOptions, sign_request};
+use hookgate::cli::send::{SendOptions, sign_request};
 use sqlx::{Connection, PgConnection};
 use std::collections::HashMap;
 use std::path::Path;

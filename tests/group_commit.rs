@@ -86,12 +86,12 @@ async fn mixed_burst_gets_one_by_one_answers(inbox: Inbox) {
     let a = stripe_body("evt_a", "invoice.paid");
     let a_changed = stripe_body("evt_a", "invoice.payment_failed");
     let b = stripe_body("evt_b", "invoice.paid");
-    let at = |ts: i64| hookgate::send::SendOptions {
+    let at = |ts: i64| hookgate::cli::send::SendOptions {
         timestamp: Some(t0().timestamp() - ts),
         ..opts()
     };
     let push = r#"{"ref":"refs/heads/main"}"#.to_string();
-    let delivery = hookgate::send::SendOptions {
+    let delivery = hookgate::cli::send::SendOptions {
         event_id: Some("delivery-1".into()),
         event_type: Some("push".into()),
         ..opts()

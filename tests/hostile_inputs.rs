@@ -9,8 +9,8 @@ use axum::http::{HeaderValue, Request, StatusCode};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use common::*;
+use hookgate::cli::send::SendOptions;
 use hookgate::inbox::Inbox;
-use hookgate::send::SendOptions;
 use sqlx::PgPool;
 
 /// The shared test integrations plus one whose event id is a JSON pointer, with a 1 KiB limit.
@@ -517,7 +517,7 @@ async fn catalogue(h: &Harness) -> Vec<Case> {
         BAD,
         "malformed_request",
     );
-    let sig = hookgate::receiver::verify::hmac_sha256(
+    let sig = hookgate::signature::hmac_sha256(
         b"test-hmac-secret",
         &[format!("{now}.").as_bytes(), &[0xff, 0xfe, b'{']],
     );

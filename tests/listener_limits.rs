@@ -1,10 +1,10 @@
 //! Connection-level limits of every listener, against the real receiver router and admin router
-//! served on 127.0.0.1:0 through `hookgate::listener::serve`, with real TCP clients.
+//! served on 127.0.0.1:0 through `hookgate::http::listener::serve`, with real TCP clients.
 
 mod common;
 
 use common::*;
-use hookgate::listener::Limits;
+use hookgate::http::listener::Limits;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -18,9 +18,14 @@ async fn serve(h: &Harness, limits: Limits) -> (SocketAddr, tokio::sync::oneshot
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let app = h.receiver.router();
-    tokio::spawn(hookgate::listener::serve(listener, app, limits, async {
-        let _ = stopped.await;
-    }));
+    tokio::spawn(hookgate::http::listener::serve(
+        listener,
+        app,
+        limits,
+        async {
+            let _ = stopped.await;
+        },
+    ));
     (addr, stop)
 }
 
@@ -71,10 +76,10 @@ async fn slow_header_clients_are_dropped_on_the_receiver_and_admin_ports() {
     let (_dir, inbox) = sqlite_inbox().await;
     let h = harness(inbox);
     let (addr, _stop) = serve(&h, limits(64, 64)).await;
-    let admin = hookgate::admin::spawn(
+    let admin = hookgate::http::admin::spawn(
         "127.0.0.1:0".parse().unwrap(),
         h.metrics.clone(),
-        hookgate::admin::always_ready(),
+        hookgate::http::admin::always_ready(),
         limits(8, 8),
     )
     .await

@@ -578,7 +578,7 @@ async fn secret_on_provider_keys_is_refused_without_reading_any_secret() {
 #[tokio::test]
 async fn send_signs_with_the_cluster_keys_and_the_receiver_verifies_it() {
     // A stand-in receiver on loopback that checks the Stripe signature with hookgate's verifier.
-    use hookgate::receiver::verify::{Key, Scheme, Unverified, Verifier};
+    use hookgate::signature::{Key, Scheme, Unverified, Verifier};
     let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
     let app = {
         let seen = seen.clone();

@@ -8,8 +8,8 @@ use axum::http::{Request, StatusCode};
 use chrono::Duration;
 use common::*;
 use futures::StreamExt;
+use hookgate::cli::send::SendOptions;
 use hookgate::inbox::Inbox;
-use hookgate::send::SendOptions;
 use sqlx::PgPool;
 
 type Headers = Vec<(String, String)>;
@@ -305,7 +305,7 @@ async fn store_failure_is_503_and_nothing_half_written(pool: PgPool) {
     let h = harness(Inbox::Postgres(pool.clone()));
     // GitHub ids are unsigned, so the signature digest is written before the event fails.
     let body = r#"{"ref":"refs/heads/down"}"#.to_string();
-    let sent = hookgate::send::SendOptions {
+    let sent = hookgate::cli::send::SendOptions {
         event_id: Some("delivery-down".into()),
         event_type: Some("push".into()),
         ..opts()

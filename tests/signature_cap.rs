@@ -55,7 +55,7 @@ async fn more_than_eight_signatures_is_400_and_writes_nothing(pool: PgPool) {
     ];
     for (integration, header, id) in cases {
         let body = stripe_body(id, "invoice.paid");
-        let sent = hookgate::send::SendOptions {
+        let sent = hookgate::cli::send::SendOptions {
             event_id: Some(id.into()),
             ..opts()
         };

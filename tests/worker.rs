@@ -5,9 +5,9 @@ mod common;
 
 use common::destination::{Answer, Destination};
 use common::*;
+use hookgate::cli::send::SendOptions;
 use hookgate::inbox::Inbox;
 use hookgate::metrics::Metrics;
-use hookgate::send::SendOptions;
 use hookgate::worker::{self, Worker, WorkerConfig};
 use serde_json::json;
 use sqlx::{PgPool, Row};
@@ -241,7 +241,7 @@ async fn delivers_original_body_with_signed_headers(pool: PgPool) {
 
 /// Checks the delivery signature with hookgate's own Standard Webhooks verifier.
 fn assert_signature_verifies(r: &common::destination::Received) {
-    use hookgate::receiver::verify::{Key, Scheme, Unverified, Verifier, standard_webhooks};
+    use hookgate::signature::{Key, Scheme, Unverified, Verifier, standard_webhooks};
     let material = standard_webhooks::parse_key(DELIVERY_SECRET.as_bytes()).unwrap();
     let v = Verifier::new(
         Scheme::StandardWebhooks,

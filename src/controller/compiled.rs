@@ -7,7 +7,7 @@
 use super::ownership::{self, Claim};
 use crate::crd::WebhookIntegration;
 use crate::manifest::Manifests;
-use crate::receiver::route::{CompiledRoute, RouteTable, Secrets};
+use crate::route::{CompiledRoute, RouteTable, Secrets};
 use chrono::{DateTime, Utc};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;

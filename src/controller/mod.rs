@@ -6,4 +6,3 @@ pub mod ownership;
 pub mod phases;
 pub mod plan;
 pub mod reconcile;
-pub mod run;

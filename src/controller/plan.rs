@@ -6,7 +6,8 @@ use super::ownership::{self, Claim};
 use super::phases::{self, Phase};
 use crate::crd::validate::{self, FieldError};
 use crate::crd::{Condition, WebhookIntegration, WebhookIntegrationStatus, defaults};
-use crate::receiver::route::{self, Secrets};
+use crate::inbox::InboxStat;
+use crate::route::{self, Secrets};
 use chrono::{DateTime, SecondsFormat, Utc};
 use kube::ResourceExt;
 use std::collections::HashMap;
@@ -331,4 +332,28 @@ pub fn route_refused(plan: &mut Plan, message: String) {
         note: message,
     });
     plan.requeue_after = plan.requeue_after.min(RETRY_MISSING);
+}
+
+/// Fills the traffic figures from this integration's inbox rows.
+pub fn set_traffic(status: &mut WebhookIntegrationStatus, stats: &[InboxStat]) {
+    let waiting = |s: &&InboxStat| matches!(s.status.as_str(), "pending" | "retry" | "processing");
+    status.pending = Some(stats.iter().filter(waiting).map(|s| s.count).sum());
+    status.dead_letters = Some(
+        stats
+            .iter()
+            .filter(|s| s.status == "dead_letter")
+            .map(|s| s.count)
+            .sum(),
+    );
+    status.oldest_pending_seconds = stats
+        .iter()
+        .filter(waiting)
+        .filter_map(|s| s.oldest_age_seconds)
+        .max();
+    status.last_received_at = stats
+        .iter()
+        .filter_map(|s| s.last_received_at)
+        .max()
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    status.dedupe_conflicts = Some(stats.iter().map(|s| s.dedupe_conflicts).sum());
 }

@@ -7,7 +7,7 @@ use super::ownership::Claim;
 use super::plan::{self, Inputs, Note};
 use crate::crd::WebhookIntegration;
 use crate::inbox::Inbox;
-use crate::receiver::route::Secrets;
+use crate::route::Secrets;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
@@ -168,7 +168,7 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Reconci
         let integration = format!("{namespace}/{}", wi.name_any());
         match inbox.stats_of(Some(&integration), now).await {
             Ok(stats) => {
-                plan.status.set_traffic(&stats);
+                super::plan::set_traffic(&mut plan.status, &stats);
                 // Traffic figures stay fresh: look again within 30 s.
                 plan.requeue_after = plan.requeue_after.min(TRAFFIC_REFRESH);
             }
@@ -293,7 +293,7 @@ pub async fn read_secrets(
     for name in names {
         match api.get_opt(name).await? {
             Some(s) => {
-                let data = crate::receiver::route::secret_values(s);
+                let data = crate::route::secret_values(s);
                 secrets.insert((namespace.to_string(), name.to_string()), data);
             }
             None => missing.push(name.to_string()),
@@ -331,7 +331,7 @@ async fn generated_keys(
         .as_ref()
         .and_then(|s| s.annotations().get(generated::HANDLED_ANNOTATION).cloned());
     let mut data = existing
-        .map(crate::receiver::route::secret_values)
+        .map(crate::route::secret_values)
         .unwrap_or_default();
     let owned = Owned::new(data.keys().cloned().collect(), handled);
     let requested = wi.annotations().get(generated::ROTATE_ANNOTATION).cloned();

@@ -30,34 +30,6 @@ pub struct WebhookIntegrationStatus {
     pub dedupe_conflicts: Option<i64>,
 }
 
-impl WebhookIntegrationStatus {
-    /// Fills the traffic figures from this integration's inbox rows.
-    pub fn set_traffic(&mut self, stats: &[crate::inbox::InboxStat]) {
-        let waiting = |s: &&crate::inbox::InboxStat| {
-            matches!(s.status.as_str(), "pending" | "retry" | "processing")
-        };
-        self.pending = Some(stats.iter().filter(waiting).map(|s| s.count).sum());
-        self.dead_letters = Some(
-            stats
-                .iter()
-                .filter(|s| s.status == "dead_letter")
-                .map(|s| s.count)
-                .sum(),
-        );
-        self.oldest_pending_seconds = stats
-            .iter()
-            .filter(waiting)
-            .filter_map(|s| s.oldest_age_seconds)
-            .max();
-        self.last_received_at = stats
-            .iter()
-            .filter_map(|s| s.last_received_at)
-            .max()
-            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
-        self.dedupe_conflicts = Some(stats.iter().map(|s| s.dedupe_conflicts).sum());
-    }
-}
-
 #[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct KeyStatus {

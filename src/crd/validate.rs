@@ -2,8 +2,8 @@
 //! the controller runs the same ones before compiling a route.
 
 use super::{FieldSource, SchemeType, WebhookIntegrationSpec, limits};
-use crate::receiver::verify::Template;
-use crate::worker::destinations;
+use crate::destination;
+use crate::signature::Template;
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -219,7 +219,7 @@ pub fn spec(spec: &WebhookIntegrationSpec) -> Result<(), FieldError> {
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {
             // Only literal addresses and known names are decided here; workers check every
             // resolved address again when they connect.
-            destinations::check_url(&u).map_err(|refusal| {
+            destination::check_url(&u).map_err(|refusal| {
                 FieldError::new(
                     "spec.delivery.url",
                     format!("{refusal}; deliveries never go there"),

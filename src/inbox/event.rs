@@ -1,6 +1,6 @@
 //! What goes into the inbox and what comes out of it.
 
-use crate::receiver::verify::Verified;
+use crate::signature::Verified;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use std::fmt;

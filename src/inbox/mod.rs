@@ -15,24 +15,21 @@ macro_rules! backend {
 
 mod batch;
 mod complete;
+mod dead_letters;
 mod delivery;
-mod dlq;
 mod event;
 mod group;
 mod retention;
 mod store;
 
 pub use complete::Completer;
+pub use dead_letters::*;
 pub use delivery::{Advance, Attempt, CLAIM_PG, Claimed, Completion};
-pub use dlq::*;
 pub use event::{EventSummary, InsertOutcome, ListFilter, NewEvent, Status};
 pub use group::{GroupCommit, GroupCommitConfig, MAX_BATCH};
 pub use store::InboxStat;
 
-/// Request headers the inbox never stores, so that no database reader can lift a credential
-/// from it and no delivery can forward one.
-pub const NEVER_STORED_HEADERS: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
-
+use crate::redact::redact_url;
 use crate::{Error, Result};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{
@@ -198,22 +195,4 @@ pub(crate) fn lift_statement_timeout(inbox: &Inbox) -> &'static str {
         Inbox::Postgres(_) => "SET LOCAL statement_timeout = 0",
         Inbox::Sqlite(_) => "SELECT 1",
     }
-}
-
-/// `postgres://user:pass@host/db` -> `postgres://user:***@host/db`, for error messages.
-pub fn redact_url(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("***"));
-            u.to_string()
-        }
-        _ => url.to_string(),
-    }
-}
-
-/// Only `scheme://host:port` of a URL, for logs: paths and queries often carry tokens.
-pub fn url_origin(url: &str) -> String {
-    reqwest::Url::parse(url)
-        .map(|u| u.origin().ascii_serialization())
-        .unwrap_or_else(|_| "<invalid url>".into())
 }

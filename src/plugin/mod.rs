@@ -97,7 +97,7 @@ pub enum PluginCommand {
     /// name` means the integration in the plugin's namespace.
     Dlq {
         #[command(subcommand)]
-        command: crate::dlq::DlqCommand,
+        command: crate::cli::dlq::DlqCommand,
     },
     /// `hookgate send`, with the integration and its keys (also generated ones) read from the
     /// cluster: sign a request as the provider would and send it to `--url`.
@@ -150,7 +150,7 @@ pub async fn run(
             request,
         } => send::send(&client, &target(&integration)?, &request, out).await,
         PluginCommand::Dlq { command } => {
-            crate::dlq::run(send::qualify(command, ns.unwrap_or(default_namespace))).await
+            crate::cli::dlq::run(send::qualify(command, ns.unwrap_or(default_namespace))).await
         }
     }
 }
@@ -173,7 +173,7 @@ pub async fn main() {
             .as_ref()
             .map_or("default".into(), |c| c.default_namespace().to_string());
         let namespace = args.namespace.unwrap_or(context_ns);
-        if let Err(e) = crate::dlq::run(send::qualify(command, &namespace)).await {
+        if let Err(e) = crate::cli::dlq::run(send::qualify(command, &namespace)).await {
             fail(e);
         }
         return;

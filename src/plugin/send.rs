@@ -3,10 +3,10 @@
 
 use super::cluster::{Target, api_error};
 use crate::cli::SendRequestArgs;
+use crate::cli::dlq::DlqCommand;
 use crate::controller::generated::{self, Owned};
 use crate::controller::reconcile::read_secrets;
 use crate::crd::WebhookIntegration;
-use crate::dlq::DlqCommand;
 use anyhow::{anyhow, bail};
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
@@ -38,16 +38,14 @@ pub async fn send(
             .get_opt(&name)
             .await
             .map_err(|e| api_error(e, &target.secret_display(&name)))?;
-        let data = secret
-            .map(crate::receiver::route::secret_values)
-            .unwrap_or_default();
+        let data = secret.map(crate::route::secret_values).unwrap_or_default();
         wi.spec
             .keys
             .extend(Owned::new(data.keys().cloned().collect(), None).key_specs(&target.name));
         secrets.insert((target.namespace.clone(), name), data);
     }
     let (status, text, key_id) =
-        crate::cli::send_signed(&wi, &secrets, request, &target.display()).await?;
+        crate::cli::send::send_signed(&wi, &secrets, request, &target.display()).await?;
     writeln!(out, "{status} {text}")?;
     eprintln!("(signed with key {key_id:?})");
     Ok(())

@@ -4,11 +4,11 @@
 
 use super::Receiver;
 use super::limits::RouteLimiter;
-use super::reply::Reply;
-use super::route::{CompiledRoute, Source};
-use super::verify::Rejection;
+use crate::http::reply::Reply;
 use crate::inbox::{InsertOutcome, NewEvent};
 use crate::metrics::Metrics;
+use crate::route::{CompiledRoute, Source};
+use crate::signature::Rejection;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, header};
@@ -224,7 +224,7 @@ fn stored_headers(headers: &HeaderMap, signature_headers: &[&str]) -> Value {
         .iter()
         .filter(|(name, _)| {
             let n = name.as_str();
-            !crate::inbox::NEVER_STORED_HEADERS.contains(&n) && !signature_headers.contains(&n)
+            !crate::redact::NEVER_STORED_HEADERS.contains(&n) && !signature_headers.contains(&n)
         })
         .map(|(name, value)| {
             Value::from(vec![

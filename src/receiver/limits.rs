@@ -5,7 +5,7 @@
 //! forged or unsigned flood cannot lock the provider out; and a smaller one of its own for
 //! requests that fail verification, answered 429 once spent.
 
-use super::route::{CompiledRoute, RouteTable};
+use crate::route::{CompiledRoute, RouteTable};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use std::collections::HashMap;
 use std::num::NonZeroU32;

@@ -1,20 +1,16 @@
 //! The webhook receiver: an axum router whose one fallback handler looks the path up in a route
 //! table that can be swapped atomically while requests are in flight.
 
-pub mod cluster;
 mod handler;
 pub mod limits;
-pub mod reply;
-pub mod route;
-pub mod verify;
 
 use crate::inbox::{GroupCommit, GroupCommitConfig, Inbox};
 use crate::metrics::Metrics;
+use crate::route::RouteTable;
 use arc_swap::ArcSwap;
 use axum::Router;
 use chrono::{DateTime, Utc};
 use limits::{Limiters, RouteLimiter};
-use route::RouteTable;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -129,6 +125,21 @@ impl Receiver {
 
     pub fn inbox(&self) -> &Inbox {
         &self.inbox
+    }
+
+    /// Ready once the routing table is loaded (in a cluster: the first complete list of
+    /// compiled routes, which may be empty) and the inbox answers.
+    pub fn ready_check(&self) -> crate::http::admin::ReadyCheck {
+        let rx = self.clone();
+        Arc::new(move || {
+            let rx = rx.clone();
+            Box::pin(async move {
+                if !rx.routes_loaded() {
+                    return Err("routes not loaded yet");
+                }
+                rx.inbox().ping().await.map_err(|_| "inbox unreachable")
+            })
+        })
     }
 
     pub fn router(&self) -> Router {

@@ -1,12 +1,12 @@
 //! One delivery attempt: the destination request (original body and content type, a stable
 //! `webhook-id`, a per-attempt Standard Webhooks signature, hookgate headers) and its result.
 
-use super::destinations::{self, Host, Policy};
 use super::policy::{AttemptResult, parse_retry_after};
 use super::resolver;
-use super::target::DeliveryTarget;
+use crate::destination::{self, Host, Policy};
 use crate::inbox::Claimed;
-use crate::receiver::verify::{Scheme, SignInput, SigningKey};
+use crate::route::target::DeliveryTarget;
+use crate::signature::{Scheme, SignInput, SigningKey};
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 
@@ -68,13 +68,13 @@ pub fn headers(
 
 /// The host checks for one integration, before any lookup. Literal addresses never reach the
 /// client's resolver, so they are checked here too; names have their addresses checked there.
-pub fn check(target: &DeliveryTarget, policy: &Policy) -> Result<(), destinations::Refusal> {
+pub fn check(target: &DeliveryTarget, policy: &Policy) -> Result<(), destination::Refusal> {
     match reqwest::Url::parse(&target.url)
         .ok()
         .as_ref()
         .and_then(Host::of)
     {
-        Some(host) => destinations::check_host(&host, &target.namespace, policy),
+        Some(host) => destination::check_host(&host, &target.namespace, policy),
         // reqwest reports an unusable URL itself, as a connection error.
         None => Ok(()),
     }

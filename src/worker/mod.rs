@@ -3,16 +3,15 @@
 //! come back when their lease expires (at-least-once delivery).
 
 pub mod deliver;
-pub mod destinations;
 pub mod janitor;
 pub mod policy;
 pub mod resolver;
-pub mod sink;
-pub mod target;
 
+use crate::destination;
 use crate::inbox::{Advance, Attempt, Claimed, Completion, Inbox};
 use crate::metrics::Metrics;
-use crate::receiver::route::RouteTable;
+use crate::route::RouteTable;
+use crate::route::target::DeliveryTarget;
 use arc_swap::ArcSwap;
 use chrono::Utc;
 use policy::{Gate, Outcome, Version};
@@ -20,7 +19,6 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use target::DeliveryTarget;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -48,7 +46,7 @@ pub struct WorkerConfig {
     /// How often the retention janitor runs.
     pub janitor_every: Duration,
     /// Which destinations deliveries may reach.
-    pub destinations: destinations::Policy,
+    pub destinations: destination::Policy,
     /// How long an event whose integration is not configured waits for it to come back before it
     /// is dead-lettered as `integration_missing`, counted from its arrival.
     pub orphan_grace: Duration,
@@ -65,7 +63,7 @@ impl Default for WorkerConfig {
             poll: Duration::from_millis(250),
             grace: Duration::from_secs(30),
             janitor_every: Duration::from_secs(600),
-            destinations: destinations::Policy::default(),
+            destinations: destination::Policy::default(),
             orphan_grace: Duration::from_secs(3600),
             db: Default::default(),
         }
@@ -87,7 +85,7 @@ struct Inner {
     loaded: std::sync::atomic::AtomicBool,
     client: reqwest::Client,
     /// The same policy the client's resolver applies, for the checks before a lookup.
-    destinations: Arc<destinations::Policy>,
+    destinations: Arc<destination::Policy>,
     cfg: WorkerConfig,
     metrics: Arc<Metrics>,
 }
@@ -257,6 +255,20 @@ impl Worker {
     }
 
     /// Claims one batch and delivers it to the end. For tests and one-shot runs.
+    /// Ready once the delivery targets are loaded (possibly none) and the inbox answers.
+    pub fn ready_check(&self) -> crate::http::admin::ReadyCheck {
+        let worker = self.clone();
+        Arc::new(move || {
+            let worker = worker.clone();
+            Box::pin(async move {
+                if !worker.targets_loaded() {
+                    return Err("delivery targets not loaded yet");
+                }
+                worker.inbox().ping().await.map_err(|_| "inbox unreachable")
+            })
+        })
+    }
+
     pub async fn run_once(&self) -> crate::Result<usize> {
         let now = Utc::now();
         let until = crate::time::after(now, self.inner.cfg.lease);

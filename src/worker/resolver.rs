@@ -1,10 +1,10 @@
 //! The delivery client's DNS hook: every address a destination name resolves to passes
-//! [`destinations::check_address`] before reqwest may connect to it, so a name that resolves, or
+//! [`destination::check_address`] before reqwest may connect to it, so a name that resolves, or
 //! rebinds between two attempts, to a metadata address or the API server is refused, not just a
 //! literal one. A refusal travels through reqwest's error as [`Refused`], which [`refusal_in`]
 //! finds again to make it a final failure.
 
-use super::destinations::{self, Policy, Refusal};
+use crate::destination::{self, Policy, Refusal};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use std::error::Error;
 use std::net::{IpAddr, SocketAddr};
@@ -44,7 +44,7 @@ impl Resolve for Guarded {
         Box::pin(async move {
             let addrs: Vec<SocketAddr> = inner.resolve(name).await?.collect();
             for a in &addrs {
-                destinations::check_address(a.ip(), &policy).map_err(Refused)?;
+                destination::check_address(a.ip(), &policy).map_err(Refused)?;
             }
             Ok(Box::new(addrs.into_iter()) as Addrs)
         })

@@ -328,7 +328,7 @@ impl Role {
 /// Secrets held in the cluster when [`Signer::fetch`] read them.
 pub struct Signer {
     wi: hookgate::crd::WebhookIntegration,
-    secrets: hookgate::receiver::route::Secrets,
+    secrets: hookgate::route::Secrets,
 }
 
 impl Signer {
@@ -341,7 +341,7 @@ impl Signer {
             .await
             .unwrap();
         let mut wi = wi;
-        let mut secrets = hookgate::receiver::route::Secrets::new();
+        let mut secrets = hookgate::route::Secrets::new();
         for s in kube::Api::<Secret>::namespaced(client.clone(), ns)
             .list(&Default::default())
             .await
@@ -369,12 +369,12 @@ impl Signer {
     }
 
     /// Signed now with `key_id`, or the newest usable key.
-    pub fn sign(&self, body: &str, key_id: Option<&str>) -> hookgate::send::SignedRequest {
-        let opts = hookgate::send::SendOptions {
+    pub fn sign(&self, body: &str, key_id: Option<&str>) -> hookgate::cli::send::SignedRequest {
+        let opts = hookgate::cli::send::SendOptions {
             key_id: key_id.map(String::from),
             ..Default::default()
         };
-        hookgate::send::sign_request(
+        hookgate::cli::send::sign_request(
             &self.wi,
             &self.secrets,
             body.as_bytes().to_vec(),
@@ -392,12 +392,12 @@ pub async fn sign(
     name: &str,
     body: &str,
     key_id: Option<&str>,
-) -> hookgate::send::SignedRequest {
+) -> hookgate::cli::send::SignedRequest {
     Signer::fetch(client, ns, name).await.sign(body, key_id)
 }
 
 /// POSTs a signed request to a receiver; returns (status, body).
-pub async fn post(base: &str, req: &hookgate::send::SignedRequest) -> (u16, String) {
+pub async fn post(base: &str, req: &hookgate::cli::send::SignedRequest) -> (u16, String) {
     let mut builder = reqwest::Client::new().post(format!("{base}{}", req.path));
     for (k, v) in &req.headers {
         builder = builder.header(k, v);

@@ -1,7 +1,7 @@
 //! Shared by the targets: every scheme hookgate has, with the header names it reads, and a header
 //! map built from fuzzer bytes (values that are not valid header bytes are dropped, as hyper would).
 
-use hookgate::receiver::verify::{
+use hookgate::signature::{
     Encoding, GenericScheme, Key, KeyMaterial, Scheme, Template, Unverified, Verifier,
 };
 use http::{HeaderMap, HeaderName, HeaderValue};

@@ -1,13 +1,9 @@
-//! Command-line interface: one binary, a subcommand per role or task.
+//! The flags of every subcommand, and their conversion into the roles' configs.
 
-use crate::crd::WebhookIntegration;
-use crate::inbox::{EventSummary, Inbox, ListFilter, Status};
-use crate::send::{SendOptions, sign_request};
-use crate::worker::destinations::{self, Policy, Scope};
-use crate::{manifest, standalone};
+use crate::destination::{self, Policy, Scope};
+use crate::inbox::Status;
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use kube::CustomResourceExt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -46,7 +42,7 @@ pub enum Command {
     /// Run only the delivery workers (cluster mode: receivers run elsewhere).
     Worker(WorkerModeArgs),
     /// A local destination that prints every delivery (and checks its signature).
-    Sink(crate::worker::sink::SinkArgs),
+    Sink(crate::cli::sink::SinkArgs),
     /// Sign a request exactly like the integration's provider and send it.
     Send(SendArgs),
     /// Inspect the inbox.
@@ -57,10 +53,10 @@ pub enum Command {
     /// Inspect, replay and purge dead letters.
     Dlq {
         #[command(subcommand)]
-        command: crate::dlq::DlqCommand,
+        command: crate::cli::dlq::DlqCommand,
     },
     /// Measure intake, duplicates, delivery and verification against plain PostgreSQL inserts.
-    Bench(crate::bench::BenchArgs),
+    Bench(crate::cli::bench::BenchArgs),
     /// Apply database migrations and exit.
     Migrate {
         #[arg(long, env = "HOOKGATE_DATABASE_URL", default_value = DEFAULT_DB)]
@@ -122,16 +118,16 @@ impl DbArgs {
 pub struct ListenerArgs {
     /// How long a client may take to send a request's headers; a kept-alive connection idle this
     /// long is closed too. Slow-header clients are dropped.
-    #[arg(long, default_value_t = crate::listener::HEADER_TIMEOUT.into(), env = "HOOKGATE_HEADER_TIMEOUT")]
+    #[arg(long, default_value_t = crate::http::listener::HEADER_TIMEOUT.into(), env = "HOOKGATE_HEADER_TIMEOUT")]
     pub header_timeout: humantime::Duration,
     /// How long a client may take to send a request's body before it gets 408.
     #[arg(long, default_value_t = crate::receiver::BODY_TIMEOUT.into(), env = "HOOKGATE_BODY_TIMEOUT")]
     pub body_timeout: humantime::Duration,
     /// Open connections at once; more are answered 503 `overloaded` and closed.
-    #[arg(long, default_value_t = crate::listener::MAX_CONNECTIONS, env = "HOOKGATE_MAX_CONNECTIONS")]
+    #[arg(long, default_value_t = crate::http::listener::MAX_CONNECTIONS, env = "HOOKGATE_MAX_CONNECTIONS")]
     pub max_connections: usize,
     /// Requests being handled at once; more are answered 503 `overloaded`, never queued.
-    #[arg(long, default_value_t = crate::listener::MAX_IN_FLIGHT, env = "HOOKGATE_MAX_IN_FLIGHT")]
+    #[arg(long, default_value_t = crate::http::listener::MAX_IN_FLIGHT, env = "HOOKGATE_MAX_IN_FLIGHT")]
     pub max_in_flight: usize,
     /// Requests per second (and burst) that may fail verification on one route before the rest
     /// get 429; they never spend the route's limits.requestsPerSecond. 0: no limit.
@@ -140,14 +136,14 @@ pub struct ListenerArgs {
 }
 
 impl ListenerArgs {
-    pub fn limits(&self) -> anyhow::Result<crate::listener::Limits> {
+    pub fn limits(&self) -> anyhow::Result<crate::http::listener::Limits> {
         if self.max_connections == 0 || self.max_in_flight == 0 {
             bail!("--max-connections and --max-in-flight must be at least 1");
         }
         if self.header_timeout.is_zero() || self.body_timeout.is_zero() {
             bail!("--header-timeout and --body-timeout must be more than 0");
         }
-        Ok(crate::listener::Limits {
+        Ok(crate::http::listener::Limits {
             header_timeout: *self.header_timeout,
             max_connections: self.max_connections,
             max_in_flight: self.max_in_flight,
@@ -292,16 +288,19 @@ pub struct WorkerArgs {
         value_name = "HOST",
         env = "HOOKGATE_ALLOW_DESTINATION_HOSTS",
         value_delimiter = ',',
-        value_parser = destinations::parse_allowed_host
+        value_parser = destination::parse_allowed_host
     )]
     pub allow_destination_hosts: Vec<String>,
     /// The cluster's DNS domain, for `<svc>.<namespace>.svc.<domain>` destinations.
-    #[arg(long, default_value = destinations::DEFAULT_CLUSTER_DOMAIN, env = "HOOKGATE_CLUSTER_DOMAIN")]
+    #[arg(long, default_value = destination::DEFAULT_CLUSTER_DOMAIN, env = "HOOKGATE_CLUSTER_DOMAIN")]
     pub cluster_domain: String,
 }
 
 impl WorkerArgs {
-    fn config(&self, db: crate::inbox::DbLimits) -> anyhow::Result<crate::worker::WorkerConfig> {
+    pub(crate) fn config(
+        &self,
+        db: crate::inbox::DbLimits,
+    ) -> anyhow::Result<crate::worker::WorkerConfig> {
         if self.concurrency == 0 {
             bail!("--concurrency must be at least 1");
         }
@@ -331,7 +330,7 @@ impl WorkerArgs {
     /// `worker --namespace`: in a pod, loopback is the pod itself (and its sidecars), not a
     /// destination. Out of one (the cluster test suite runs roles as host processes), local
     /// sinks stay allowed.
-    fn cluster_config(
+    pub(crate) fn cluster_config(
         &self,
         in_pod: bool,
         db: crate::inbox::DbLimits,
@@ -342,7 +341,7 @@ impl WorkerArgs {
     }
 }
 
-fn admin_addr(s: &str) -> anyhow::Result<Option<SocketAddr>> {
+pub(crate) fn admin_addr(s: &str) -> anyhow::Result<Option<SocketAddr>> {
     match s {
         "" => Ok(None),
         s => Ok(Some(
@@ -414,234 +413,6 @@ pub enum Output {
     Json,
 }
 
-pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
-        Command::Crdgen => {
-            print!("{}", crd_yaml());
-            Ok(())
-        }
-        Command::Standalone(a) => {
-            let db = a.db.limits()?;
-            let cfg = standalone::Config {
-                files: a.files,
-                listen: Some(a.listen),
-                admin_listen: admin_addr(&a.admin_listen)?,
-                database_url: a.database_url,
-                worker: (!a.no_workers).then(|| a.worker.config(db)).transpose()?,
-                commit: a.commit.config(db)?,
-                db,
-                listener: a.listener.limits()?,
-                body_timeout: *a.listener.body_timeout,
-                unverified_rps: a.listener.unverified_rps,
-            };
-            standalone::run(cfg, shutdown_signal()).await?;
-            Ok(())
-        }
-        Command::Controller(a) => {
-            let cfg = crate::controller::run::Config {
-                namespace: a.namespace,
-                watch_namespace: a.watch_namespace,
-                database_url: a.database_url,
-                identity: a.identity,
-                admin_listen: admin_addr(&a.admin_listen)?,
-            };
-            crate::controller::run::run(cfg, shutdown_signal()).await?;
-            Ok(())
-        }
-        Command::Receiver(a) => {
-            let db = a.db.limits()?;
-            let cfg = crate::receiver::cluster::Config {
-                listen: a.listen,
-                admin_listen: admin_addr(&a.admin_listen)?,
-                database_url: a.database_url,
-                namespace: a.namespace,
-                commit: a.commit.config(db)?,
-                db,
-                listener: a.listener.limits()?,
-                body_timeout: *a.listener.body_timeout,
-                unverified_rps: a.listener.unverified_rps,
-            };
-            crate::receiver::cluster::run(cfg, shutdown_signal()).await?;
-            Ok(())
-        }
-        Command::Worker(a) if a.files.is_empty() => {
-            let namespace = a.namespace.clone().expect("clap: -f or --namespace");
-            crate::receiver::cluster::run_workers(
-                namespace,
-                &a.database_url,
-                admin_addr(&a.admin_listen)?,
-                a.worker
-                    .cluster_config(crate::worker::resolver::in_pod(), a.db.limits()?)?,
-                shutdown_signal(),
-            )
-            .await?;
-            Ok(())
-        }
-        Command::Worker(a) => {
-            let db = a.db.limits()?;
-            let cfg = standalone::Config {
-                files: a.files,
-                listen: None,
-                admin_listen: admin_addr(&a.admin_listen)?,
-                database_url: a.database_url,
-                worker: Some(a.worker.config(db)?),
-                commit: Default::default(),
-                db,
-                listener: Default::default(),
-                body_timeout: crate::receiver::BODY_TIMEOUT,
-                unverified_rps: crate::receiver::limits::UNVERIFIED_RPS,
-            };
-            standalone::run(cfg, shutdown_signal()).await?;
-            Ok(())
-        }
-        Command::Sink(a) => crate::worker::sink::run(a, shutdown_signal()).await,
-        Command::Send(a) => send(a).await,
-        Command::Inbox {
-            command:
-                InboxCommand::List {
-                    database_url,
-                    integration,
-                    status,
-                    output,
-                    limit,
-                },
-        } => {
-            let inbox = Inbox::connect(&database_url).await?;
-            inbox.migrate().await?;
-            let rows = inbox
-                .list(&ListFilter {
-                    integration,
-                    status,
-                    limit,
-                })
-                .await?;
-            match output {
-                Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
-                Output::Table => print!("{}", table(&rows)),
-            }
-            Ok(())
-        }
-        Command::Dlq { command } => crate::dlq::run(command).await,
-        Command::Bench(a) => crate::bench::run(a).await,
-        Command::Migrate { database_url } => {
-            Inbox::connect(&database_url).await?.migrate().await?;
-            eprintln!("migrations applied");
-            Ok(())
-        }
-    }
-}
-
-/// The CRD as committed in `crds/`.
-pub fn crd_yaml() -> String {
-    serde_yaml::to_string(&WebhookIntegration::crd()).expect("CRD serializes")
-}
-
-async fn send(a: SendArgs) -> anyhow::Result<()> {
-    let manifests = manifest::load(&a.files)?;
-    let loaded = manifests
-        .find(&a.integration)
-        .with_context(|| format!("no WebhookIntegration {} in the given files", a.integration))?;
-    let source = format!("{}: {}", loaded.file, loaded.object());
-    let (status, text, key_id) =
-        send_signed(&loaded.integration, &manifests.secrets, &a.request, &source).await?;
-    println!("{status} {text}");
-    eprintln!("(signed with key {key_id:?})");
-    Ok(())
-}
-
-/// Signs the request as the integration's provider would and POSTs it. Returns the status, the
-/// response body and the id of the key used. `source` names the integration in errors.
-pub async fn send_signed(
-    wi: &WebhookIntegration,
-    secrets: &crate::receiver::route::Secrets,
-    a: &SendRequestArgs,
-    source: &str,
-) -> anyhow::Result<(u16, String, String)> {
-    let body = match (&a.body, &a.body_file) {
-        (Some(b), _) => b.clone().into_bytes(),
-        (None, Some(f)) => {
-            std::fs::read(f).with_context(|| format!("--body-file {}", f.display()))?
-        }
-        (None, None) => bail!("pass --body or --body-file"),
-    };
-    let signing_key = match &a.signing_key_file {
-        Some(f) => {
-            Some(std::fs::read(f).with_context(|| format!("--signing-key-file {}", f.display()))?)
-        }
-        None => None,
-    };
-    let opts = SendOptions {
-        key_id: a.key_id.clone(),
-        event_id: a.event_id.clone(),
-        event_type: a.event_type.clone(),
-        signing_key,
-        timestamp: a.timestamp,
-    };
-    let req = sign_request(wi, secrets, body, &opts, chrono::Utc::now())
-        .map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
-    let url = target_url(&a.url, &req.path)?;
-    let mut builder = reqwest::Client::new().post(&url).body(req.body);
-    for (k, v) in &req.headers {
-        builder = builder.header(k, v);
-    }
-    let res = builder
-        .send()
-        .await
-        .with_context(|| format!("POST {url}"))?;
-    let status = res.status().as_u16();
-    let text = res.text().await.unwrap_or_default();
-    Ok((status, text, req.key_id))
-}
-
-/// `--url` with no path gets the integration's route; a URL with a path is taken as given.
-fn target_url(url: &str, route: &str) -> anyhow::Result<String> {
-    let parsed = reqwest::Url::parse(url).with_context(|| format!("--url {url:?}"))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        bail!("--url {url:?}: use an http:// or https:// URL");
-    }
-    Ok(match parsed.path() {
-        "" | "/" => format!("{}{route}", url.trim_end_matches('/')),
-        _ => url.to_string(),
-    })
-}
-
-fn table(rows: &[EventSummary]) -> String {
-    let mut out = format!(
-        "{:<6} {:<28} {:<36} {:<32} {:<11} {:<8} {:<8} {}\n",
-        "ID", "INTEGRATION", "EVENT_ID", "TYPE", "STATUS", "KEY", "ATTEMPTS", "RECEIVED"
-    );
-    for r in rows {
-        out.push_str(&format!(
-            "{:<6} {:<28} {:<36} {:<32} {:<11} {:<8} {:<8} {}\n",
-            r.id,
-            r.integration,
-            r.event_id,
-            r.event_type.as_deref().unwrap_or("-"),
-            r.status,
-            r.key_id,
-            r.attempts,
-            r.received_at.format("%Y-%m-%dT%H:%M:%SZ")
-        ));
-    }
-    out
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler");
-        tokio::select! {
-            _ = ctrl_c => {},
-            _ = term.recv() => {},
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
-    tracing::info!("shutting down");
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -698,7 +469,7 @@ mod tests {
         let a = worker_args(&["-f", "x.yaml"]).unwrap();
         let policy = a.worker.config(Default::default()).unwrap().destinations;
         assert_eq!(policy.scope, Scope::Open);
-        assert_eq!(policy.cluster_domain, destinations::DEFAULT_CLUSTER_DOMAIN);
+        assert_eq!(policy.cluster_domain, destination::DEFAULT_CLUSTER_DOMAIN);
         assert!(policy.allowed_hosts.is_empty());
         let e = worker_args(&[
             "-f",
@@ -709,29 +480,5 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("is not a host name"), "{e}");
-    }
-
-    #[test]
-    fn send_url_appends_the_route_only_to_a_bare_base() {
-        let route = "/hooks/payments/stripe";
-        assert_eq!(
-            target_url("http://127.0.0.1:8080", route).unwrap(),
-            "http://127.0.0.1:8080/hooks/payments/stripe"
-        );
-        assert_eq!(
-            target_url("https://h.example/", route).unwrap(),
-            "https://h.example/hooks/payments/stripe"
-        );
-        assert_eq!(
-            target_url("https://h.example/in/stripe", route).unwrap(),
-            "https://h.example/in/stripe"
-        );
-        assert!(
-            target_url("ftp://h.example", route)
-                .unwrap_err()
-                .to_string()
-                .contains("--url")
-        );
-        assert!(target_url("not a url", route).is_err());
     }
 }

@@ -1,7 +1,7 @@
 //! `hookgate controller`: leader election on a Lease, then the reconcile loop over
 //! WebhookIntegrations, re-triggered by changes to the Secrets they reference.
 
-use super::reconcile::{Context, ReconcileError, reconcile};
+use crate::controller::reconcile::{Context, ReconcileError, reconcile};
 use crate::crd::WebhookIntegration;
 use crate::inbox::Inbox;
 use futures::StreamExt;
@@ -54,14 +54,14 @@ pub async fn run(
     cfg: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> crate::Result<()> {
-    let client = crate::kube_api::client().await?;
+    let client = crate::run::kube_client().await?;
     if let Some(addr) = cfg.admin_listen {
         let metrics = Arc::new(crate::metrics::Metrics::new());
-        crate::admin::spawn(
+        crate::http::admin::spawn(
             addr,
             metrics,
-            crate::admin::always_ready(),
-            crate::listener::Limits::admin(crate::listener::HEADER_TIMEOUT),
+            crate::http::admin::always_ready(),
+            crate::http::listener::Limits::admin(crate::http::listener::HEADER_TIMEOUT),
         )
         .await?;
     }
@@ -121,7 +121,7 @@ fn controller(client: &Client, cfg: &Config, ctx: Arc<Context>) -> impl Future<O
         None => (Api::all(client.clone()), Api::all(client.clone())),
     };
     let controller = Controller::new(wis, watcher::Config::default())
-        .trigger_backoff(crate::watch_backoff::WatchBackoff::default());
+        .trigger_backoff(crate::run::watch_backoff::WatchBackoff::default());
     let store = controller.store();
     controller
         .watches(

@@ -3,8 +3,8 @@
 use crate::crd::defaults;
 use crate::crd::validate::{self, FieldError};
 use crate::crd::{OrderingSpec, WebhookIntegrationSpec};
-use crate::receiver::route::Secrets;
-use crate::receiver::verify::{KeyMaterial, standard_webhooks};
+use crate::route::Secrets;
+use crate::signature::{KeyMaterial, standard_webhooks};
 use std::fmt;
 use std::time::Duration;
 
@@ -30,7 +30,7 @@ impl fmt::Debug for DeliveryTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeliveryTarget")
             .field("integration", &self.integration)
-            .field("url", &crate::inbox::url_origin(&self.url))
+            .field("url", &crate::redact::url_origin(&self.url))
             .field("signed", &self.signing_secret.is_some())
             .field("forward_headers", &self.forward_headers)
             .field("timeout", &self.timeout)
@@ -92,7 +92,7 @@ pub fn compile(
     for (i, h) in d.forward_headers.iter().enumerate() {
         let h = h.to_ascii_lowercase();
         if signature_headers.contains(&h.as_str())
-            || crate::inbox::NEVER_STORED_HEADERS.contains(&h.as_str())
+            || crate::redact::NEVER_STORED_HEADERS.contains(&h.as_str())
         {
             return Err(FieldError::new(
                 format!("spec.delivery.forwardHeaders[{i}]"),

@@ -2,7 +2,7 @@
 //! the integration's delivery secret, verifies the Standard Webhooks signature the way a real
 //! destination should (401 when it does not match).
 
-use crate::receiver::verify::{Key, Scheme, Unverified, Verifier, standard_webhooks};
+use crate::signature::{Key, Scheme, Unverified, Verifier, standard_webhooks};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;

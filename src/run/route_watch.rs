@@ -1,8 +1,7 @@
-//! `hookgate receiver` in a cluster: watch the compiled route Secrets of our own namespace and
-//! swap the routing table whenever one changes. The table is rebuilt whole from the current set,
-//! so a missed intermediate event cannot leave a stale route behind.
+//! Watch the compiled route Secrets of our own namespace and hand over a whole routing table
+//! whenever one changes. The table is rebuilt whole from the current set, so a missed
+//! intermediate event cannot leave a stale route behind. Receivers and in-cluster workers share it.
 
-use super::Receiver;
 use crate::controller::compiled::{self, ROUTE_LABEL};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
@@ -59,12 +58,12 @@ impl RouteSecrets {
 pub async fn watch_routes(
     client: Client,
     namespace: String,
-    publish: impl Fn(super::route::RouteTable),
+    publish: impl Fn(crate::route::RouteTable),
 ) {
     let api: Api<Secret> = Api::namespaced(client, &namespace);
     let config = watcher::Config::default().labels(ROUTE_LABEL);
     let mut events = watcher::watcher(api, config)
-        .backoff(crate::watch_backoff::WatchBackoff::default())
+        .backoff(crate::run::watch_backoff::WatchBackoff::default())
         .boxed();
     let mut state = RouteSecrets::default();
     while let Some(event) = events.next().await {
@@ -79,109 +78,6 @@ pub async fn watch_routes(
             Err(e) => tracing::warn!(error = %e, "watching route Secrets failed; retrying"),
         }
     }
-}
-
-/// Settings of `hookgate receiver`.
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub listen: std::net::SocketAddr,
-    pub admin_listen: Option<std::net::SocketAddr>,
-    pub database_url: String,
-    /// Where the controller writes compiled routes: the receiver's own namespace.
-    pub namespace: String,
-    pub commit: crate::inbox::GroupCommitConfig,
-    pub listener: crate::listener::Limits,
-    pub body_timeout: std::time::Duration,
-    /// Per route, requests per second that may fail verification (0: no limit).
-    pub unverified_rps: u32,
-    pub db: crate::inbox::DbLimits,
-}
-
-/// Serves webhooks from the routes the controller compiles, until `shutdown` resolves.
-pub async fn run(
-    cfg: Config,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> crate::Result<()> {
-    let client = crate::kube_api::client().await?;
-    let inbox = crate::inbox::Inbox::connect_with(&cfg.database_url, cfg.db).await?;
-    let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
-    let receiver = Receiver::new(
-        super::route::RouteTable::default(),
-        inbox,
-        metrics.clone(),
-        cfg.commit,
-    )
-    .with_body_timeout(cfg.body_timeout)
-    .with_unverified_rps(cfg.unverified_rps)
-    .awaiting_routes();
-    let watch = tokio::spawn({
-        let receiver = receiver.clone();
-        watch_routes(client, cfg.namespace.clone(), move |table| {
-            receiver.swap_routes(table)
-        })
-    });
-    let pruner = receiver.spawn_nonce_pruner(std::time::Duration::from_secs(600));
-    let io = |addr: std::net::SocketAddr| {
-        move |source| crate::Error::Io {
-            path: addr.to_string(),
-            source,
-        }
-    };
-    if let Some(addr) = cfg.admin_listen {
-        crate::admin::spawn(
-            addr,
-            metrics,
-            crate::admin::receiver_ready(receiver.clone()),
-            crate::listener::Limits::admin(cfg.listener.header_timeout),
-        )
-        .await?;
-    }
-    let listener = tokio::net::TcpListener::bind(cfg.listen)
-        .await
-        .map_err(io(cfg.listen))?;
-    tracing::info!(addr = %cfg.listen, namespace = %cfg.namespace, "receiver listening; routes come from compiled route Secrets");
-    let served = crate::listener::serve(listener, receiver.router(), cfg.listener, shutdown).await;
-    watch.abort();
-    pruner.abort();
-    receiver.inbox().close().await;
-    served.map_err(io(cfg.listen))
-}
-
-/// `hookgate worker --namespace NS`: workers whose delivery targets come from the compiled route
-/// Secrets (read access to Secrets in that namespace, like a receiver), not from files.
-pub async fn run_workers(
-    namespace: String,
-    database_url: &str,
-    admin_listen: Option<std::net::SocketAddr>,
-    cfg: crate::worker::WorkerConfig,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> crate::Result<()> {
-    let client = crate::kube_api::client().await?;
-    let inbox = crate::inbox::Inbox::connect_with(database_url, cfg.db).await?;
-    let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
-    let worker =
-        crate::worker::Worker::new(inbox.clone(), Default::default(), cfg, metrics.clone())
-            .awaiting_targets();
-    if let Some(addr) = admin_listen {
-        crate::admin::spawn(
-            addr,
-            metrics,
-            crate::admin::worker_ready(worker.clone()),
-            crate::listener::Limits::admin(crate::listener::HEADER_TIMEOUT),
-        )
-        .await?;
-    }
-    let watch = tokio::spawn({
-        let worker = worker.clone();
-        watch_routes(client, namespace, move |table| {
-            worker.swap_targets(crate::worker::targets(&table))
-        })
-    });
-    tracing::info!("workers running; delivery targets come from compiled route Secrets");
-    worker.run(shutdown).await;
-    watch.abort();
-    inbox.close().await;
-    Ok(())
 }
 
 #[cfg(test)]

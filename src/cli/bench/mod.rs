@@ -92,7 +92,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let env = setup::Env::create(&args).await?;
     eprintln!(
         "bench: database {}, {} events of {} bytes, concurrency {}",
-        crate::inbox::redact_url(&env.url),
+        crate::redact::redact_url(&env.url),
         args.events,
         args.body_bytes,
         args.concurrency

@@ -4,14 +4,16 @@
 
 use crate::crd::validate::{self, FieldError};
 use crate::crd::{SchemeType, SignatureEncoding, WebhookIntegration, defaults};
-use crate::receiver::verify::{Encoding, GenericScheme, Key, Scheme, Template, Verifier};
-use crate::worker::target::DeliveryTarget;
+use crate::signature::{Encoding, GenericScheme, Key, Scheme, Template, Verifier};
+pub mod target;
+
 use governor::Quota;
 use kube::ResourceExt;
 use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
+use target::DeliveryTarget;
 use wildmatch::WildMatch;
 
 /// Secret data by (namespace, name), values already base64-decoded.
@@ -233,7 +235,7 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
             .unwrap_or(&defaults::event_type(spec.scheme.type_)),
     );
     let integration = format!("{namespace}/{name}");
-    let delivery = crate::worker::target::compile(
+    let delivery = crate::route::target::compile(
         spec,
         &namespace,
         &integration,
@@ -284,7 +286,7 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
 mod tests {
     use super::*;
     use crate::crd::WebhookIntegrationSpec;
-    use crate::receiver::verify::KeyMaterial;
+    use crate::signature::KeyMaterial;
     use base64::Engine;
     use base64::engine::general_purpose::STANDARD;
 

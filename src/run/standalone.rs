@@ -4,7 +4,7 @@ use crate::inbox::Inbox;
 use crate::manifest;
 use crate::metrics::Metrics;
 use crate::receiver::Receiver;
-use crate::receiver::route::RouteTable;
+use crate::route::RouteTable;
 use crate::worker::{self, Worker, WorkerConfig};
 use crate::{Error, Result};
 use std::net::SocketAddr;
@@ -22,7 +22,7 @@ pub struct Config {
     /// `None`: receiver only (`hookgate standalone --no-workers`).
     pub worker: Option<WorkerConfig>,
     pub commit: crate::inbox::GroupCommitConfig,
-    pub listener: crate::listener::Limits,
+    pub listener: crate::http::listener::Limits,
     pub body_timeout: std::time::Duration,
     /// Per route, requests per second that may fail verification (0: no limit).
     pub unverified_rps: u32,
@@ -59,7 +59,7 @@ pub async fn run(
     routes.sort_by(|a, b| a.path.cmp(&b.path));
     for r in routes {
         let keys: Vec<&str> = r.verifier.keys().iter().map(|k| k.id.as_str()).collect();
-        tracing::info!(integration = %r.integration, path = %r.path, scheme = r.verifier.scheme().name(), keys = ?keys, delivery = %crate::inbox::url_origin(&r.delivery.url), "route ready");
+        tracing::info!(integration = %r.integration, path = %r.path, scheme = r.verifier.scheme().name(), keys = ?keys, delivery = %crate::redact::url_origin(&r.delivery.url), "route ready");
     }
     let metrics = Arc::new(Metrics::new());
     let targets = worker::targets(&table);
@@ -74,18 +74,18 @@ pub async fn run(
     let listener = match cfg.listen {
         Some(addr) => {
             let l = bind(addr).await?;
-            tracing::info!(addr = %l.local_addr().map_err(io(addr))?, database = %crate::inbox::redact_url(&cfg.database_url), "receiver listening");
+            tracing::info!(addr = %l.local_addr().map_err(io(addr))?, database = %crate::redact::redact_url(&cfg.database_url), "receiver listening");
             Some((addr, l))
         }
         None => None,
     };
     if let Some(addr) = cfg.admin_listen {
         let ready = match (cfg.listen, &worker) {
-            (None, Some(w)) => crate::admin::worker_ready(w.clone()),
-            _ => crate::admin::receiver_ready(receiver.clone()),
+            (None, Some(w)) => w.ready_check(),
+            _ => receiver.ready_check(),
         };
-        let limits = crate::listener::Limits::admin(cfg.listener.header_timeout);
-        crate::admin::spawn(addr, metrics.clone(), ready, limits).await?;
+        let limits = crate::http::listener::Limits::admin(cfg.listener.header_timeout);
+        crate::http::admin::spawn(addr, metrics.clone(), ready, limits).await?;
     }
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -104,7 +104,7 @@ pub async fn run(
     });
     let served = match listener {
         Some((addr, l)) => {
-            crate::listener::serve(l, receiver.router(), cfg.listener, signal(stopped))
+            crate::http::listener::serve(l, receiver.router(), cfg.listener, signal(stopped))
                 .await
                 .map_err(io(addr))
         }

@@ -2,8 +2,6 @@
 //! role can do its job: routes or targets loaded, and the inbox reachable).
 
 use crate::metrics::Metrics;
-use crate::receiver::Receiver;
-use crate::worker::Worker;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
@@ -37,7 +35,7 @@ pub async fn spawn(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
     ready: ReadyCheck,
-    limits: crate::listener::Limits,
+    limits: crate::http::listener::Limits,
 ) -> crate::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -51,40 +49,13 @@ pub async fn spawn(
     })?;
     tracing::info!(%addr, "admin endpoints (/metrics, /healthz, /readyz) listening");
     let app = router(metrics, ready);
-    tokio::spawn(crate::listener::serve(
+    tokio::spawn(crate::http::listener::serve(
         listener,
         app,
         limits,
         std::future::pending(),
     ));
     Ok(addr)
-}
-
-/// A receiver is ready once its routing table is loaded (in a cluster: the first complete list
-/// of compiled routes, which may be empty) and the inbox answers.
-pub fn receiver_ready(rx: Receiver) -> ReadyCheck {
-    Arc::new(move || {
-        let rx = rx.clone();
-        Box::pin(async move {
-            if !rx.routes_loaded() {
-                return Err("routes not loaded yet");
-            }
-            rx.inbox().ping().await.map_err(|_| "inbox unreachable")
-        })
-    })
-}
-
-/// A worker is ready once its delivery targets are loaded (possibly none) and the inbox answers.
-pub fn worker_ready(worker: Worker) -> ReadyCheck {
-    Arc::new(move || {
-        let worker = worker.clone();
-        Box::pin(async move {
-            if !worker.targets_loaded() {
-                return Err("delivery targets not loaded yet");
-            }
-            worker.inbox().ping().await.map_err(|_| "inbox unreachable")
-        })
-    })
 }
 
 /// The controller is ready when its process runs; leadership is visible in the Lease.

@@ -244,5 +244,4 @@ pub fn parse_allowed_host(entry: &str) -> Result<String, String> {
 }
 
 #[cfg(test)]
-#[path = "destinations_tests.rs"]
 mod tests;

@@ -1,7 +1,7 @@
 //! Serving one listener (the receiver's or an admin port) with connection-level limits, so that
 //! neither slow clients nor many clients can stall a role.
 
-use crate::receiver::reply::Reply;
+use crate::http::reply::Reply;
 use axum::Router;
 use axum::error_handling::HandleErrorLayer;
 use hyper::server::conn::http1;

@@ -2,7 +2,7 @@
 //! constant-time compare, signature digest) against the bare primitive on the same bytes.
 
 use super::stats::Run;
-use crate::receiver::verify::{Scheme, SignInput, SigningKey, Unverified, Verifier};
+use crate::signature::{Scheme, SignInput, SigningKey, Unverified, Verifier};
 use anyhow::Context;
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use base64::Engine;
@@ -83,7 +83,7 @@ fn stripe(len: usize, iters: usize) -> anyhow::Result<Case> {
     let key = scheme.parse_key(&secret).map_err(anyhow::Error::msg)?;
     let verifier = Verifier::new(
         scheme.clone(),
-        vec![crate::receiver::verify::Key {
+        vec![crate::signature::Key {
             id: "v1".into(),
             material: key,
             not_after: None,

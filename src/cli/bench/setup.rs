@@ -4,7 +4,7 @@
 use super::BenchArgs;
 use super::load::Prepared;
 use super::sql::BenchRow;
-use crate::receiver::verify::{SignInput, SigningKey};
+use crate::signature::{SignInput, SigningKey};
 use anyhow::{Context, bail};
 use axum::body::Bytes;
 use sha2::Digest;
@@ -46,7 +46,7 @@ impl Env {
             .with_context(|| {
                 format!(
                     "cannot connect to {}",
-                    crate::inbox::redact_url(&args.database_url)
+                    crate::redact::redact_url(&args.database_url)
                 )
             })?;
         sqlx::raw_sql(DROP).execute(&admin).await?;

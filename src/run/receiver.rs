@@ -1,0 +1,71 @@
+//! `hookgate receiver` in a cluster: serve webhooks on routes compiled by the controller.
+
+use super::route_watch::watch_routes;
+use crate::receiver::Receiver;
+
+/// Settings of `hookgate receiver`.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: std::net::SocketAddr,
+    pub admin_listen: Option<std::net::SocketAddr>,
+    pub database_url: String,
+    /// Where the controller writes compiled routes: the receiver's own namespace.
+    pub namespace: String,
+    pub commit: crate::inbox::GroupCommitConfig,
+    pub listener: crate::http::listener::Limits,
+    pub body_timeout: std::time::Duration,
+    /// Per route, requests per second that may fail verification (0: no limit).
+    pub unverified_rps: u32,
+    pub db: crate::inbox::DbLimits,
+}
+
+/// Serves webhooks from the routes the controller compiles, until `shutdown` resolves.
+pub async fn run(
+    cfg: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> crate::Result<()> {
+    let client = crate::run::kube_client().await?;
+    let inbox = crate::inbox::Inbox::connect_with(&cfg.database_url, cfg.db).await?;
+    let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
+    let receiver = Receiver::new(
+        crate::route::RouteTable::default(),
+        inbox,
+        metrics.clone(),
+        cfg.commit,
+    )
+    .with_body_timeout(cfg.body_timeout)
+    .with_unverified_rps(cfg.unverified_rps)
+    .awaiting_routes();
+    let watch = tokio::spawn({
+        let receiver = receiver.clone();
+        watch_routes(client, cfg.namespace.clone(), move |table| {
+            receiver.swap_routes(table)
+        })
+    });
+    let pruner = receiver.spawn_nonce_pruner(std::time::Duration::from_secs(600));
+    let io = |addr: std::net::SocketAddr| {
+        move |source| crate::Error::Io {
+            path: addr.to_string(),
+            source,
+        }
+    };
+    if let Some(addr) = cfg.admin_listen {
+        crate::http::admin::spawn(
+            addr,
+            metrics,
+            receiver.ready_check(),
+            crate::http::listener::Limits::admin(cfg.listener.header_timeout),
+        )
+        .await?;
+    }
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .map_err(io(cfg.listen))?;
+    tracing::info!(addr = %cfg.listen, namespace = %cfg.namespace, "receiver listening; routes come from compiled route Secrets");
+    let served =
+        crate::http::listener::serve(listener, receiver.router(), cfg.listener, shutdown).await;
+    watch.abort();
+    pruner.abort();
+    receiver.inbox().close().await;
+    served.map_err(io(cfg.listen))
+}
