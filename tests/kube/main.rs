@@ -7,9 +7,9 @@
 //! HOOKGATE_REQUIRE_CLUSTER=1, which CI sets, turns the skip into a failure.
 
 #[allow(dead_code)]
-#[path = "../common/destination.rs"]
+#[path = "../it/common/destination.rs"]
 mod destination;
-#[path = "../common/procs.rs"]
+#[path = "../it/common/procs.rs"]
 mod procs;
 
 mod crd;

@@ -3,7 +3,6 @@
 //!
 //! Fixture rows are written with plain SQL: the real insert path needs a verified request.
 
-mod common;
 
 use chrono::{DateTime, Duration, Utc};
 use hookgate::inbox::Inbox;
@@ -12,7 +11,7 @@ use sha2::Digest;
 use sqlx::Row;
 use sqlx::types::Json;
 
-use common::t0;
+use crate::common::t0;
 
 fn days(d: i64) -> Duration {
     Duration::days(d)
@@ -366,7 +365,7 @@ on_both_backends!(
 async fn sqlite_delete_finished_without_foreign_keys_leaves_no_orphans() {
     use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
     use std::str::FromStr;
-    let (dir, inbox) = common::sqlite_inbox().await;
+    let (dir, inbox) = crate::common::sqlite_inbox().await;
     inbox.close().await;
     let url = format!("sqlite://{}", dir.path().join("inbox.db").display());
     let opts = SqliteConnectOptions::from_str(&url)

@@ -1,9 +1,8 @@
 //! A stalled database answers 503 within the deadline, never a hang: on the request path, and for
 //! worker claims and completions. Real PostgreSQL, stalled by a lock held from another connection.
 
-mod common;
 
-use common::*;
+use crate::common::*;
 use hookgate::inbox::{DbLimits, Inbox};
 use sqlx::PgPool;
 use std::time::{Duration, Instant};

@@ -3,7 +3,6 @@
 //!
 //! Fixture rows are written with plain SQL: the real insert path needs a verified request.
 
-mod common;
 
 use chrono::{DateTime, Duration, Utc};
 use hookgate::inbox::{
@@ -14,7 +13,7 @@ use sha2::Digest;
 use sqlx::Row;
 use sqlx::types::Json;
 
-use common::t0;
+use crate::common::t0;
 
 fn hours(h: i64) -> Duration {
     Duration::hours(h)
@@ -680,7 +679,7 @@ on_both_backends!(
 async fn sqlite_purge_without_foreign_keys_leaves_no_orphans() {
     use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
     use std::str::FromStr;
-    let (dir, inbox) = common::sqlite_inbox().await;
+    let (dir, inbox) = crate::common::sqlite_inbox().await;
     inbox.close().await;
     let opts = SqliteConnectOptions::from_str(&format!(
         "sqlite://{}",

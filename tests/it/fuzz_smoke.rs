@@ -5,7 +5,7 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-#[path = "fuzz/fuzz_targets/common.rs"]
+#[path = "../fuzz/fuzz_targets/common.rs"]
 #[allow(dead_code)]
 mod common;
 

@@ -9,9 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-mod common;
 
-use common::procs::{BIN, drop_database, free_port, fresh_database, wait_ready};
+use crate::common::procs::{BIN, drop_database, free_port, fresh_database, wait_ready};
 
 const MANIFESTS: &str = r#"
 apiVersion: v1

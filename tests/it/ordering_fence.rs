@@ -2,10 +2,9 @@
 //! and only from the version it compared against: a worker that lost its lock and completes late
 //! cannot move the version backwards. On PostgreSQL and SQLite.
 
-mod common;
 
 use chrono::Duration;
-use common::*;
+use crate::common::*;
 use hookgate::inbox::{Advance, Completion, Inbox};
 
 fn advance(version: &str, token: &str, previous: Option<&str>) -> Completion {

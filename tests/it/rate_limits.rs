@@ -2,9 +2,8 @@
 //! `limits.requestsPerSecond` (they have their own per-route limit), and reloading the routing
 //! table does not reset a limiter.
 
-mod common;
 
-use common::*;
+use crate::common::*;
 use hookgate::inbox::Inbox;
 use sqlx::PgPool;
 

@@ -1,6 +1,5 @@
 //! Receiver against real SQLite files, as `hookgate standalone` runs by default.
 
-mod common;
 
 use hookgate::inbox::Inbox;
 use sqlx::Row;
@@ -9,8 +8,8 @@ macro_rules! on_sqlite {
     ($($name:ident),* $(,)?) => {$(
         #[tokio::test]
         async fn $name() {
-            let (_dir, inbox) = common::sqlite_inbox().await;
-            common::scenarios::$name(inbox).await;
+            let (_dir, inbox) = crate::common::sqlite_inbox().await;
+            crate::common::scenarios::$name(inbox).await;
         }
     )*};
 }
@@ -20,7 +19,7 @@ every_scenario!(on_sqlite);
 /// The standalone inbox is a durable store: WAL journal and fsync on every commit.
 #[tokio::test]
 async fn sqlite_inbox_is_durable_wal_with_full_sync() {
-    let (_dir, inbox) = common::sqlite_inbox().await;
+    let (_dir, inbox) = crate::common::sqlite_inbox().await;
     let Inbox::Sqlite(pool) = &inbox else {
         unreachable!()
     };

@@ -2,13 +2,12 @@
 //! status the HTTP contract promises, and never a row or a nonce written. Real router, real
 //! crypto, real PostgreSQL.
 
-mod common;
 
 use axum::body::Body;
 use axum::http::{HeaderValue, Request, StatusCode};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use common::*;
+use crate::common::*;
 use hookgate::cli::send::SendOptions;
 use hookgate::inbox::Inbox;
 use sqlx::PgPool;

@@ -1,6 +1,5 @@
 //! Receiver against real PostgreSQL: each test gets its own migrated database (`#[sqlx::test]`).
 
-mod common;
 
 use hookgate::inbox::Inbox;
 use sqlx::PgPool;
@@ -9,7 +8,7 @@ macro_rules! on_postgres {
     ($($name:ident),* $(,)?) => {$(
         #[sqlx::test(migrations = "migrations/postgres")]
         async fn $name(pool: PgPool) {
-            common::scenarios::$name(Inbox::Postgres(pool)).await;
+            crate::common::scenarios::$name(Inbox::Postgres(pool)).await;
         }
     )*};
 }

@@ -2,7 +2,7 @@
 
 use hookgate::cli::crd_yaml;
 
-const COMMITTED: &str = include_str!("../crds/webhookintegrations.hookgate.dev.yaml");
+const COMMITTED: &str = include_str!("../../crds/webhookintegrations.hookgate.dev.yaml");
 
 #[test]
 fn committed_crd_matches_the_types() {

@@ -13,8 +13,7 @@ use kube::client::Body;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-#[path = "common/mock_api.rs"]
-mod mock_api;
+use crate::common::mock_api;
 use mock_api::{Handle, Seen};
 
 const WI: &str = "/apis/hookgate.dev/v1alpha1/namespaces/pay/webhookintegrations/stripe";

@@ -250,7 +250,9 @@ pub fn stripe_body(id: &str, ty: &str) -> String {
     format!(r#"{{"id":"{id}","object":"event","type":"{ty}","data":{{"object":{{"id":"in_1"}}}}}}"#)
 }
 pub mod destination;
+pub mod mock_api;
 pub mod procs;
+#[macro_use]
 pub mod scenarios;
 
 /// A migrated SQLite inbox in a fresh temporary directory (kept alive by the returned guard).

@@ -14,8 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[allow(dead_code)]
-#[path = "common/mock_api.rs"]
-mod mock_api;
+use crate::common::mock_api;
 use mock_api::Handle;
 
 fn now() -> DateTime<Utc> {

@@ -2,9 +2,8 @@
 //! `MAX_SIGNATURES` (8) signatures is 400 `malformed_request` and writes nothing, even when one of
 //! them is valid. Real router, real PostgreSQL.
 
-mod common;
 
-use common::*;
+use crate::common::*;
 use hookgate::inbox::Inbox;
 use sqlx::PgPool;
 

@@ -1,10 +1,9 @@
 //! Delivery workers against real PostgreSQL (and SQLite) with a real HTTP destination on loopback.
 //! Events enter through the real receiver, so every delivered event was verified first.
 
-mod common;
 
-use common::destination::{Answer, Destination};
-use common::*;
+use crate::common::destination::{Answer, Destination};
+use crate::common::*;
 use hookgate::cli::send::SendOptions;
 use hookgate::inbox::Inbox;
 use hookgate::metrics::Metrics;
@@ -240,7 +239,7 @@ async fn delivers_original_body_with_signed_headers(pool: PgPool) {
 }
 
 /// Checks the delivery signature with hookgate's own Standard Webhooks verifier.
-fn assert_signature_verifies(r: &common::destination::Received) {
+fn assert_signature_verifies(r: &crate::common::destination::Received) {
     use hookgate::signature::{Key, Scheme, Unverified, Verifier, standard_webhooks};
     let material = standard_webhooks::parse_key(DELIVERY_SECRET.as_bytes()).unwrap();
     let v = Verifier::new(

@@ -1,9 +1,8 @@
 //! Connection-level limits of every listener, against the real receiver router and admin router
 //! served on 127.0.0.1:0 through `hookgate::http::listener::serve`, with real TCP clients.
 
-mod common;
 
-use common::*;
+use crate::common::*;
 use hookgate::http::listener::Limits;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

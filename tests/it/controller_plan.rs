@@ -1,7 +1,6 @@
 //! The controller's reconcile plan, as plain tests: status, compiled route, events and requeue for
 //! each situation, without an API server.
 
-mod common;
 
 use chrono::{DateTime, Duration, Utc};
 use hookgate::controller::ownership::Claim;
@@ -43,7 +42,7 @@ struct World {
 impl World {
     fn new(keys: &str) -> Self {
         Self {
-            m: common::load(&stripe(keys)),
+            m: crate::common::load(&stripe(keys)),
         }
     }
     fn wi(&self) -> WebhookIntegration {
@@ -215,7 +214,7 @@ fn a_metadata_destination_is_an_invalid_spec_in_status() {
         "http://169.254.169.254/latest/meta-data/iam/",
     );
     let w = World {
-        m: common::load(&yaml),
+        m: crate::common::load(&yaml),
     };
     let p = w.plan(&w.wi(), at("2026-12-01T00:00:00Z"));
     let ready = cond(&p, "Ready");
@@ -234,7 +233,7 @@ fn a_metadata_destination_is_an_invalid_spec_in_status() {
 fn an_unusable_key_is_invalid_key_and_never_echoes_the_value() {
     let yaml = stripe(ONE).replace("scheme: {type: stripe}", "scheme: {type: ed25519}");
     let w = World {
-        m: common::load(&yaml),
+        m: crate::common::load(&yaml),
     };
     let p = w.plan(&w.wi(), at("2026-12-01T00:00:00Z"));
     assert_eq!(cond(&p, "KeysReady").reason, "InvalidKey");

@@ -1,0 +1,35 @@
+//! The integration tests, one binary: each module is one file of today's suite and links the
+//! crate once (the cluster suite against a real API server is `tests/kube/`, built apart).
+//! `common` comes first so that its `macro_rules!` helpers (every_scenario!, on_both_backends!,
+//! on!) are in scope for every module after it.
+
+#[macro_use]
+mod common;
+
+mod architecture;
+mod bench;
+mod compiled_routes;
+mod controller_plan;
+mod controller_reconcile;
+mod crd;
+mod db_deadline;
+mod destinations;
+mod dlq;
+mod extreme_values;
+mod faults;
+mod faults_delivery;
+mod fuzz_smoke;
+mod group_commit;
+mod hostile_inputs;
+mod listener_limits;
+mod manifests;
+mod ordering_fence;
+mod plugin;
+mod rate_limits;
+mod receiver_contract;
+mod receiver_postgres;
+mod receiver_sqlite;
+mod retention;
+mod signature_cap;
+mod standalone;
+mod worker;
