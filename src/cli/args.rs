@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-const DEFAULT_DB: &str = "sqlite://hookgate.db";
+pub(crate) const DEFAULT_DB: &str = "sqlite://hookgate.db";
 
 #[derive(Parser, Debug)]
 #[command(

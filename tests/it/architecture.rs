@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 /// it sits is deciding what it may know.
 const LAYERS: &[(&str, &[&str])] = &[
     ("core: clock and redaction", &["time", "redact"]),
-    ("core: signatures, destinations", &["signature", "destination"]),
+    (
+        "core: signatures, destinations",
+        &["signature", "destination"],
+    ),
     ("core: the CRD", &["crd"]),
     ("core: compiled routes", &["route", "error"]),
     ("storage", &["inbox", "tls"]),
@@ -30,15 +33,26 @@ fn layer_of(module: &str) -> Option<usize> {
 fn imports(src: &Path) -> BTreeMap<String, BTreeSet<(String, String)>> {
     let mut out: BTreeMap<String, BTreeSet<(String, String)>> = BTreeMap::new();
     for file in rust_files(src) {
-        let rel = file.strip_prefix(src).unwrap().to_string_lossy().into_owned();
-        let top = rel.split('/').next().unwrap().trim_end_matches(".rs").to_string();
+        let rel = file
+            .strip_prefix(src)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let top = rel
+            .split('/')
+            .next()
+            .unwrap()
+            .trim_end_matches(".rs")
+            .to_string();
         if matches!(top.as_str(), "lib" | "main" | "bin") {
             continue;
         }
         let text = std::fs::read_to_string(&file).unwrap();
         for target in crate_refs(&text) {
             if target != top {
-                out.entry(top.clone()).or_default().insert((target, rel.clone()));
+                out.entry(top.clone())
+                    .or_default()
+                    .insert((target, rel.clone()));
             }
         }
     }
@@ -120,7 +134,9 @@ fn top_level_modules() -> Vec<String> {
         .filter_map(|l| {
             let l = l.trim();
             let l = l.strip_prefix("pub ").unwrap_or(l);
-            l.strip_prefix("mod ")?.strip_suffix(';').map(str::to_string)
+            l.strip_prefix("mod ")?
+                .strip_suffix(';')
+                .map(str::to_string)
         })
         .collect()
 }
@@ -144,7 +160,9 @@ fn imports_only_run_downwards() {
         let Some(own) = layer_of(&from) else { continue };
         for (to, file) in targets {
             // `crate::Error`-style items of the root and unknown names are not modules.
-            let Some(theirs) = layer_of(&to) else { continue };
+            let Some(theirs) = layer_of(&to) else {
+                continue;
+            };
             if theirs >= own {
                 wrong.push(format!(
                     "src/{file}: `{from}` ({}) imports `{to}` ({})",
@@ -177,5 +195,8 @@ fn a_backwards_import_is_reported() {
     let (own, theirs) = (layer_of("worker").unwrap(), layer_of("cli").unwrap());
     assert!(theirs >= own);
     let (own, theirs) = (layer_of("receiver").unwrap(), layer_of("worker").unwrap());
-    assert!(theirs >= own, "two roles share a layer and may not import each other");
+    assert!(
+        theirs >= own,
+        "two roles share a layer and may not import each other"
+    );
 }

@@ -1,10 +1,9 @@
 //! Compiled route Secrets: what the controller writes is what a cluster receiver loads, through
 //! the same loader and compile function as `hookgate standalone`.
 
-
+use crate::common::*;
 use axum::http::StatusCode;
 use chrono::Duration;
-use crate::common::*;
 use hookgate::controller::compiled;
 use hookgate::inbox::Inbox;
 use kube::ResourceExt;

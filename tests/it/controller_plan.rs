@@ -1,7 +1,6 @@
 //! The controller's reconcile plan, as plain tests: status, compiled route, events and requeue for
 //! each situation, without an API server.
 
-
 use chrono::{DateTime, Duration, Utc};
 use hookgate::controller::ownership::Claim;
 use hookgate::controller::plan::{self, Inputs, Plan, RESYNC, RETRY_CONFLICT, RETRY_MISSING};

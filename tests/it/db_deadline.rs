@@ -1,7 +1,6 @@
 //! A stalled database answers 503 within the deadline, never a hang: on the request path, and for
 //! worker claims and completions. Real PostgreSQL, stalled by a lock held from another connection.
 
-
 use crate::common::*;
 use hookgate::inbox::{DbLimits, Inbox};
 use sqlx::PgPool;

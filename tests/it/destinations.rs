@@ -3,7 +3,6 @@
 //! (`localhost`, from /etc/hosts). Nothing here connects to, or looks up, anything off loopback:
 //! a cluster's DNS is stood in for by a resolver that answers 127.0.0.1 for every name.
 
-
 use crate::common::destination::Destination;
 use crate::common::*;
 use hookgate::cli::send::SendOptions;

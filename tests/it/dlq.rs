@@ -3,7 +3,6 @@
 //!
 //! Fixture rows are written with plain SQL: the real insert path needs a verified request.
 
-
 use chrono::{DateTime, Duration, Utc};
 use hookgate::inbox::{
     AttemptRecord, DeadLetter, DeadLetterFilter, EventDetail, Inbox, ReplaySelector,

@@ -9,7 +9,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-
 use crate::common::procs::{BIN, drop_database, free_port, fresh_database, wait_ready};
 
 const MANIFESTS: &str = r#"

@@ -4,7 +4,6 @@
 //! resets, and a sender whose clock is ahead of or behind the receiver's. Each test prints what
 //! it counted and fails on any loss.
 
-
 use crate::common::procs::{BIN, Proc, drop_database, free_port, fresh_database};
 use hookgate::cli::send::{SendOptions, sign_request};
 use sqlx::{Connection, PgConnection};

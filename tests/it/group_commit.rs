@@ -1,7 +1,6 @@
 //! Group commit: concurrent requests share transactions, each still gets the answer it would
 //! have got alone, and a failed batch never answers 2xx.
 
-
 use crate::common::*;
 use futures::future::join_all;
 use hookgate::inbox::{GroupCommitConfig, Inbox};

@@ -2,12 +2,11 @@
 //! status the HTTP contract promises, and never a row or a nonce written. Real router, real
 //! crypto, real PostgreSQL.
 
-
+use crate::common::*;
 use axum::body::Body;
 use axum::http::{HeaderValue, Request, StatusCode};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use crate::common::*;
 use hookgate::cli::send::SendOptions;
 use hookgate::inbox::Inbox;
 use sqlx::PgPool;

@@ -1,7 +1,6 @@
 //! Connection-level limits of every listener, against the real receiver router and admin router
 //! served on 127.0.0.1:0 through `hookgate::http::listener::serve`, with real TCP clients.
 
-
 use crate::common::*;
 use hookgate::http::listener::Limits;
 use std::net::SocketAddr;

@@ -2,9 +2,8 @@
 //! and only from the version it compared against: a worker that lost its lock and completes late
 //! cannot move the version backwards. On PostgreSQL and SQLite.
 
-
-use chrono::Duration;
 use crate::common::*;
+use chrono::Duration;
 use hookgate::inbox::{Advance, Completion, Inbox};
 
 fn advance(version: &str, token: &str, previous: Option<&str>) -> Completion {

@@ -2,7 +2,6 @@
 //! `limits.requestsPerSecond` (they have their own per-route limit), and reloading the routing
 //! table does not reset a limiter.
 
-
 use crate::common::*;
 use hookgate::inbox::Inbox;
 use sqlx::PgPool;

@@ -1,11 +1,10 @@
 //! The HTTP contract, case by case, on real PostgreSQL. Every refusal also checks that no row and
 //! no nonce were written.
 
-
+use crate::common::*;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use chrono::Duration;
-use crate::common::*;
 use futures::StreamExt;
 use hookgate::cli::send::SendOptions;
 use hookgate::inbox::Inbox;

@@ -1,6 +1,5 @@
 //! Receiver against real PostgreSQL: each test gets its own migrated database (`#[sqlx::test]`).
 
-
 use hookgate::inbox::Inbox;
 use sqlx::PgPool;
 

@@ -1,6 +1,5 @@
 //! Receiver against real SQLite files, as `hookgate standalone` runs by default.
 
-
 use hookgate::inbox::Inbox;
 use sqlx::Row;
 

@@ -2,7 +2,6 @@
 //! `MAX_SIGNATURES` (8) signatures is 400 `malformed_request` and writes nothing, even when one of
 //! them is valid. Real router, real PostgreSQL.
 
-
 use crate::common::*;
 use hookgate::inbox::Inbox;
 use sqlx::PgPool;

@@ -1,7 +1,6 @@
 //! `hookgate standalone`, `send` and `inbox list` as a user runs them: real processes, real HTTP on
 //! loopback, the shipped example manifests, a SQLite inbox in a temp directory.
 
-
 use crate::common::destination::Destination;
 use serde_json::Value;
 use std::path::{Path, PathBuf};

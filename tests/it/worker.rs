@@ -1,7 +1,6 @@
 //! Delivery workers against real PostgreSQL (and SQLite) with a real HTTP destination on loopback.
 //! Events enter through the real receiver, so every delivered event was verified first.
 
-
 use crate::common::destination::{Answer, Destination};
 use crate::common::*;
 use hookgate::cli::send::SendOptions;

@@ -1,0 +1,179 @@
+//! `compile`: one integration and its Secrets into a `CompiledRoute`, or the first field error.
+
+use super::{CompiledRoute, Secrets, Source};
+use crate::crd::validate::{self, FieldError};
+use crate::crd::{SchemeType, SignatureEncoding, WebhookIntegration, defaults};
+use crate::signature::{Encoding, GenericScheme, Key, Scheme, Template, Verifier};
+use governor::Quota;
+use kube::ResourceExt;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use wildmatch::WildMatch;
+
+fn lower(h: &str) -> String {
+    h.to_ascii_lowercase()
+}
+
+fn generic(spec: &crate::crd::SchemeSpec, default_encoding: Encoding) -> GenericScheme {
+    let optional = |v: &Option<String>, d: &str| {
+        let v = v.as_deref().unwrap_or(d);
+        (!v.is_empty()).then(|| lower(v))
+    };
+    GenericScheme {
+        signature_header: lower(
+            spec.signature_header
+                .as_deref()
+                .unwrap_or(defaults::SIGNATURE_HEADER),
+        ),
+        timestamp_header: optional(&spec.timestamp_header, defaults::TIMESTAMP_HEADER),
+        event_id_header: optional(&spec.event_id_header, defaults::EVENT_ID_HEADER),
+        key_id_header: optional(&spec.key_id_header, defaults::KEY_ID_HEADER),
+        template: Template::parse(
+            spec.signed_payload
+                .as_deref()
+                .unwrap_or(defaults::SIGNED_PAYLOAD),
+        )
+        .expect("validated before compile"),
+        encoding: match spec.encoding {
+            Some(SignatureEncoding::Hex) => Encoding::Hex,
+            Some(SignatureEncoding::Base64) => Encoding::Base64,
+            None => default_encoding,
+        },
+        signature_prefix: spec.signature_prefix.clone().unwrap_or_default(),
+    }
+}
+
+/// The verifier scheme an integration's spec describes (validated spec only).
+pub fn scheme(spec: &crate::crd::SchemeSpec) -> Scheme {
+    match spec.type_ {
+        SchemeType::Stripe => Scheme::Stripe,
+        SchemeType::Github => Scheme::Github,
+        SchemeType::StandardWebhooks => Scheme::StandardWebhooks,
+        SchemeType::Slack => Scheme::Slack,
+        SchemeType::Shopify => Scheme::Shopify,
+        SchemeType::HmacSha256 => Scheme::HmacSha256(generic(spec, Encoding::Hex)),
+        SchemeType::Ed25519 => Scheme::Ed25519(generic(spec, Encoding::Base64)),
+    }
+}
+
+fn source(s: &crate::crd::FieldSource) -> Source {
+    match (&s.header, &s.json_pointer) {
+        (Some(h), _) => Source::Headers(vec![lower(h)]),
+        (None, Some(p)) => Source::Pointer(p.clone()),
+        (None, None) => unreachable!("validated: exactly one of header or jsonPointer"),
+    }
+}
+
+/// Validates `wi` and compiles it with key material from `secrets`. Errors name the field.
+pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRoute, FieldError> {
+    let spec = &wi.spec;
+    validate::spec(spec)?;
+    if spec.keys.is_empty() {
+        // Only `rotation.generate` allows this, and then the controller adds the keys it owns.
+        return Err(FieldError::new(
+            "spec.keys",
+            "no keys: with rotation.generate the controller adds them; hookgate standalone needs spec.keys",
+        ));
+    }
+    let namespace = wi.namespace().unwrap_or_else(|| "default".into());
+    let name = wi.name_any();
+    let scheme = scheme(&spec.scheme);
+    let generic_id_header = match &scheme {
+        Scheme::HmacSha256(g) | Scheme::Ed25519(g) => g.event_id_header.clone(),
+        _ => None,
+    };
+
+    let mut keys = Vec::with_capacity(spec.keys.len());
+    for (i, k) in spec.keys.iter().enumerate() {
+        let field = format!("spec.keys[{i}].secretRef");
+        let data = secrets
+            .get(&(namespace.clone(), k.secret_ref.name.clone()))
+            .ok_or_else(|| {
+                FieldError::new(
+                    format!("{field}.name"),
+                    format!("Secret {namespace}/{} not found", k.secret_ref.name),
+                )
+            })?;
+        let raw = data.get(&k.secret_ref.key).ok_or_else(|| {
+            FieldError::new(
+                format!("{field}.key"),
+                format!(
+                    "Secret {namespace}/{} has no key {:?}",
+                    k.secret_ref.name, k.secret_ref.key
+                ),
+            )
+        })?;
+        // The parse error describes the format problem; it never contains the key bytes.
+        let material = scheme.parse_key(raw).map_err(|e| {
+            FieldError::new(
+                field.clone(),
+                format!("key {:?} is unusable for {}: {e}", k.id, scheme.name()),
+            )
+        })?;
+        keys.push(Key {
+            id: k.id.clone(),
+            material,
+            not_after: k.retire_at,
+        });
+    }
+
+    let event_id = match (&spec.event_id, spec.scheme.type_) {
+        (Some(s), _) => source(s),
+        // Svix sends the same headers under its own prefix.
+        (None, SchemeType::StandardWebhooks) => {
+            Source::Headers(vec!["webhook-id".into(), "svix-id".into()])
+        }
+        (None, t) => source(&defaults::event_id(t, generic_id_header.as_deref())),
+    };
+    let event_type = source(
+        spec.event_type
+            .as_ref()
+            .unwrap_or(&defaults::event_type(spec.scheme.type_)),
+    );
+    let integration = format!("{namespace}/{name}");
+    let delivery = crate::route::target::compile(
+        spec,
+        &namespace,
+        &integration,
+        secrets,
+        &scheme.signature_headers(),
+    )?;
+    let replay = spec.replay.clone().unwrap_or_default();
+    let tolerance = match &replay.tolerance {
+        Some(t) => validate::duration("spec.replay.tolerance", t)?,
+        None => defaults::TOLERANCE,
+    };
+    let nonce_retention = match &replay.nonce_retention {
+        Some(t) => validate::duration("spec.replay.nonceRetention", t)?,
+        None => defaults::NONCE_RETENTION,
+    };
+    let limits = spec.limits.clone().unwrap_or_default();
+    let rate = limits
+        .requests_per_second
+        .and_then(NonZeroU32::new)
+        .map(|rps| {
+            let burst = limits.burst.and_then(NonZeroU32::new).unwrap_or(rps);
+            Quota::per_second(rps).allow_burst(burst)
+        });
+    Ok(CompiledRoute {
+        integration,
+        path: spec
+            .path
+            .clone()
+            .unwrap_or_else(|| defaults::path(&namespace, &name)),
+        verifier: Verifier::new(scheme, keys),
+        event_id,
+        event_type,
+        tolerance,
+        nonce_retention,
+        // An empty allow list means no filter, the same as leaving `events` out.
+        allow: spec
+            .events
+            .as_ref()
+            .filter(|e| !e.allow.is_empty())
+            .map(|e| e.allow.iter().map(|p| WildMatch::new(p)).collect()),
+        max_body_bytes: limits.max_body_bytes.unwrap_or(defaults::MAX_BODY_BYTES) as usize,
+        rate,
+        delivery: Arc::new(delivery),
+    })
+}

@@ -1,0 +1,174 @@
+//! The one [`Verifier`]: key selection, retirement, constant-time comparison, for every scheme.
+
+use super::{
+    Candidate, Envelope, Key, KeyMaterial, MAX_SIGNATURES, Rejection, Scheme, Unverified, Verified,
+};
+use axum::http::HeaderMap;
+use chrono::{DateTime, Utc};
+use hmac::{KeyInit, Mac};
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
+
+type HmacSha256 = hmac::Hmac<Sha256>;
+
+/// An HMAC-SHA256 tag's length; a candidate of any other length cannot match.
+const HMAC_LEN: usize = 32;
+
+/// A scheme plus the keys that may sign for one integration. Built once per route build.
+#[derive(Clone)]
+pub struct Verifier {
+    scheme: Scheme,
+    keys: Vec<Key>,
+    /// Per key (same index): the HMAC state already keyed with the secret. Keying costs two
+    /// SHA-256 blocks, as much as hashing 128 bytes of body, so it is done once per route build.
+    keyed: Vec<Option<HmacSha256>>,
+}
+
+// The keyed states are secret material; Debug shows the scheme and the keys' ids only.
+impl std::fmt::Debug for Verifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Verifier")
+            .field("scheme", &self.scheme)
+            .field("keys", &self.keys)
+            .finish()
+    }
+}
+
+impl Verifier {
+    pub fn new(scheme: Scheme, keys: Vec<Key>) -> Self {
+        let keyed = keys
+            .iter()
+            .map(|k| match &k.material {
+                KeyMaterial::Hmac(secret) => <HmacSha256 as KeyInit>::new_from_slice(secret).ok(),
+                KeyMaterial::Ed25519(_) => None,
+            })
+            .collect();
+        Self {
+            scheme,
+            keys,
+            keyed,
+        }
+    }
+
+    pub fn scheme(&self) -> &Scheme {
+        &self.scheme
+    }
+
+    pub fn keys(&self) -> &[Key] {
+        &self.keys
+    }
+
+    /// Checks the signature on the raw bytes. `now` decides which keys are retired, so a key stops
+    /// working at its `retireAt` even if nothing rebuilt the route.
+    pub fn verify(&self, req: Unverified<'_>, now: DateTime<Utc>) -> Result<Verified, Rejection> {
+        let prepared = self.prepare(req.headers, now)?;
+        self.check(prepared, req.body)
+    }
+
+    /// The cheap half of [`Verifier::verify`], from the headers alone, so that the receiver can
+    /// refuse before it reads the body: header shape, the number of signatures, the key id.
+    pub fn prepare(&self, headers: &HeaderMap, now: DateTime<Utc>) -> Result<Prepared, Rejection> {
+        let env = self.scheme.envelope(headers)?;
+        if env.candidates.is_empty() {
+            return Err(Rejection::InvalidSignature("missing_signature"));
+        }
+        // The one place the cap is enforced, for every scheme.
+        if env.candidates.len() > MAX_SIGNATURES {
+            return Err(Rejection::Malformed("too_many_signatures"));
+        }
+        let usable = |i: &usize| self.keys[*i].not_after.is_none_or(|t| now < t);
+        let keys: Vec<usize> = match &env.key_id {
+            Some(id) => {
+                let key = (0..self.keys.len())
+                    .find(|&i| &self.keys[i].id == id)
+                    .ok_or(Rejection::InvalidSignature("unknown_key_id"))?;
+                if !usable(&key) {
+                    return Err(Rejection::InvalidSignature("retired_key"));
+                }
+                vec![key]
+            }
+            None => (0..self.keys.len()).filter(usable).collect(),
+        };
+        if keys.is_empty() {
+            return Err(Rejection::InvalidSignature("no_usable_key"));
+        }
+        Ok(Prepared { env, keys })
+    }
+
+    /// The expensive half: the MACs and signatures over the body.
+    pub fn check(&self, prepared: Prepared, body: &[u8]) -> Result<Verified, Rejection> {
+        let Prepared { env, keys } = prepared;
+        let mut message: Option<Vec<u8>> = None;
+        for i in keys {
+            let (key, keyed) = (&self.keys[i], self.keyed[i].as_ref());
+            if let Some(sig) = matching_candidate(key, keyed, &env, body, &mut message) {
+                return Ok(Verified {
+                    key_id: key.id.clone(),
+                    signed_id: env.signed_id,
+                    timestamp: env.timestamp,
+                    signature: sig,
+                });
+            }
+        }
+        Err(Rejection::InvalidSignature("signature_mismatch"))
+    }
+}
+
+/// A request whose headers passed [`Verifier::prepare`]: its envelope and the keys to try. Only
+/// [`Verifier::check`] turns it into a [`Verified`].
+pub struct Prepared {
+    env: Envelope,
+    keys: Vec<usize>,
+}
+
+/// Returns the bytes of the first candidate signature that `key` produced, if any.
+fn matching_candidate(
+    key: &Key,
+    keyed: Option<&HmacSha256>,
+    env: &Envelope,
+    body: &[u8],
+    message: &mut Option<Vec<u8>>,
+) -> Option<Vec<u8>> {
+    match &key.material {
+        KeyMaterial::Hmac(_) => {
+            // No candidate of a tag's length: nothing can match, so the body is not hashed.
+            let sized =
+                |c: &Candidate| matches!(c, Candidate::HmacSha256(s) if s.len() == HMAC_LEN);
+            if !env.candidates.iter().any(sized) {
+                return None;
+            }
+            let mut mac = keyed?.clone();
+            mac.update(&env.prefix);
+            mac.update(body);
+            mac.update(&env.suffix);
+            let tag = mac.finalize().into_bytes();
+            env.candidates.iter().find_map(|c| match c {
+                Candidate::HmacSha256(sig) if bool::from(sig.as_slice().ct_eq(tag.as_slice())) => {
+                    Some(sig.clone())
+                }
+                _ => None,
+            })
+        }
+        KeyMaterial::Ed25519(public) => {
+            // Ed25519 needs the message contiguous; build it once for all keys.
+            let msg =
+                message.get_or_insert_with(|| [&env.prefix[..], body, &env.suffix[..]].concat());
+            env.candidates.iter().find_map(|c| match c {
+                Candidate::Ed25519(sig) if public.verify_strict(msg, sig).is_ok() => {
+                    Some(sig.to_bytes().to_vec())
+                }
+                _ => None,
+            })
+        }
+    }
+}
+
+/// HMAC-SHA256 of `prefix ++ body ++ suffix`; shared by every HMAC scheme's signer.
+pub fn hmac_sha256(secret: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    let mut mac =
+        <HmacSha256 as KeyInit>::new_from_slice(secret).expect("HMAC takes any key length");
+    for p in parts {
+        mac.update(p);
+    }
+    mac.finalize().into_bytes().to_vec()
+}
