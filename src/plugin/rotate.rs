@@ -133,12 +133,12 @@ pub async fn secret(
         .get(&name)
         .await
         .map_err(|e| cluster::api_error(e, &what))?;
-    let data = secret.data.unwrap_or_default();
+    let data = crate::route::secret_values(secret);
     let Some(value) = data.get(&id) else {
         let ids: Vec<&str> = data.keys().map(String::as_str).collect();
         bail!("key {id:?} not in {what} {}", cluster::id_list(&ids));
     };
-    out.write_all(&value.0)?;
+    out.write_all(value)?;
     out.write_all(b"\n")?;
     Ok(())
 }
