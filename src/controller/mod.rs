@@ -1,4 +1,7 @@
 //! The Kubernetes side: compiled routes and, in the controller, staged key rotation.
+//!
+//! `plan` and `phases` decide, `reconcile` reads and writes: nothing in `plan`, `phases`,
+//! `generated`, `compiled` or `ownership` touches the API server or a clock.
 
 pub mod compiled;
 pub mod generated;
