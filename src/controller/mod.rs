@@ -4,8 +4,11 @@
 //! `generated`, `compiled` or `ownership` touches the API server or a clock.
 
 pub mod compiled;
+pub mod error;
 pub mod generated;
 pub mod ownership;
 pub mod phases;
 pub mod plan;
 pub mod reconcile;
+
+pub use error::Error;

@@ -2,9 +2,9 @@
 //! Secret, compiled route, status, events). Every decision is in [`plan`]; what is left here is
 //! the order of the calls and what to do when one fails.
 
-use super::compiled;
 use super::generated;
 use super::plan::{self, Inputs, Note, rotation};
+use super::{Error, compiled};
 use crate::crd::WebhookIntegration;
 use crate::route::Secrets;
 use chrono::{DateTime, Utc};
@@ -23,15 +23,8 @@ pub use super::plan::TRAFFIC_REFRESH;
 pub const FINALIZER: &str = "hookgate.dev/route";
 const MANAGER: &str = "hookgate-controller";
 
-#[derive(Debug, thiserror::Error)]
-#[error(transparent)]
-pub struct ReconcileError(#[from] pub crate::Error);
-
-impl From<kube::Error> for ReconcileError {
-    fn from(e: kube::Error) -> Self {
-        ReconcileError(e.into())
-    }
-}
+/// The reconcile layer's error, under the name it had before [`Error`] split it by API call.
+pub type ReconcileError = Error;
 
 pub struct Context {
     pub client: Client,
@@ -46,7 +39,7 @@ pub struct Context {
 pub async fn reconcile(
     wi: Arc<WebhookIntegration>,
     ctx: Arc<Context>,
-) -> Result<Action, kube::runtime::finalizer::Error<ReconcileError>> {
+) -> Result<Action, kube::runtime::finalizer::Error<Error>> {
     let namespace = wi.namespace().unwrap_or_else(|| "default".into());
     let api: Api<WebhookIntegration> = Api::namespaced(ctx.client.clone(), &namespace);
     finalizer(&api, FINALIZER, wi, |event| async {
@@ -58,7 +51,7 @@ pub async fn reconcile(
     .await
 }
 
-async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, ReconcileError> {
+async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Error> {
     let namespace = wi.namespace().unwrap_or_else(|| "default".into());
     let integration = format!("{namespace}/{}", wi.name_any());
     let (mut secrets, missing) = read_secrets(wi, &ctx.client, &namespace).await?;
@@ -118,7 +111,7 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Reconci
             // A refused route is explained in status rather than retried in silence.
             match plan::refused_route(&e) {
                 Some(message) => plan::route_refused(&mut plan, message),
-                None => return Err(e.into()),
+                None => return Err(Error::ApplyRoute(e)),
             }
         }
     }
@@ -129,7 +122,8 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Reconci
         &PatchParams::default(),
         &Patch::Merge(&status),
     )
-    .await?;
+    .await
+    .map_err(Error::PatchStatus)?;
     publish(ctx, wi, plan.notes).await;
     Ok(Action::requeue(plan.requeue_after))
 }
@@ -161,11 +155,12 @@ async fn route_claims(
     client: &Client,
     namespace: &str,
     own: &str,
-) -> Result<(Vec<super::ownership::Claim>, Vec<String>), ReconcileError> {
+) -> Result<(Vec<super::ownership::Claim>, Vec<String>), Error> {
     let routes: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let list = routes
         .list_metadata(&ListParams::default().labels(compiled::ROUTE_LABEL))
-        .await?;
+        .await
+        .map_err(Error::ListRoutes)?;
     let secrets = list.items.into_iter().map(|m| Secret {
         metadata: m.metadata,
         ..Default::default()
@@ -174,18 +169,18 @@ async fn route_claims(
 }
 
 /// Deletes this integration's compiled route, if there is one.
-async fn delete_route(wi: &WebhookIntegration, ctx: &Context) -> Result<(), ReconcileError> {
+async fn delete_route(wi: &WebhookIntegration, ctx: &Context) -> Result<(), Error> {
     let namespace = wi.namespace().unwrap_or_else(|| "default".into());
     let routes: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
     let name = compiled::secret_name(&namespace, &wi.name_any());
     match routes.delete(&name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
+        Err(e) => Err(Error::DeleteRoute(e)),
     }
 }
 
-async fn cleanup(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, ReconcileError> {
+async fn cleanup(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Error> {
     delete_route(wi, ctx).await?;
     let namespace = wi.namespace().unwrap_or_else(|| "default".into());
     tracing::info!(integration = %format!("{namespace}/{}", wi.name_any()), "compiled route removed");
@@ -197,11 +192,11 @@ pub async fn read_secrets(
     wi: &WebhookIntegration,
     client: &Client,
     namespace: &str,
-) -> Result<(Secrets, Vec<String>), ReconcileError> {
+) -> Result<(Secrets, Vec<String>), Error> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let (mut secrets, mut missing) = (Secrets::new(), Vec::new());
     for name in plan::inputs::referenced_secrets(wi) {
-        match api.get_opt(name).await? {
+        match api.get_opt(name).await.map_err(Error::ReadSecret)? {
             Some(s) => {
                 let data = crate::route::secret_values(s);
                 secrets.insert((namespace.to_string(), name.to_string()), data);
@@ -219,10 +214,10 @@ async fn generated_keys(
     client: &Client,
     namespace: &str,
     now: DateTime<Utc>,
-) -> Result<rotation::Keys, ReconcileError> {
+) -> Result<rotation::Keys, Error> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let name = generated::secret_name(&wi.name_any());
-    let existing = api.get_opt(&name).await?;
+    let existing = api.get_opt(&name).await.map_err(Error::ReadSecret)?;
     let keys = rotation::generate(wi, namespace, existing, now, generated::new_secret);
     if let Some(secret) = &keys.write {
         write_keys(client, namespace, secret).await?;
@@ -231,14 +226,11 @@ async fn generated_keys(
 }
 
 /// Applies the generated keys Secret whole: server-side apply drops any key this manager left out.
-async fn write_keys(
-    client: &Client,
-    namespace: &str,
-    secret: &Secret,
-) -> Result<(), ReconcileError> {
+async fn write_keys(client: &Client, namespace: &str, secret: &Secret) -> Result<(), Error> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let params = PatchParams::apply(MANAGER).force();
     api.patch(&secret.name_any(), &params, &Patch::Apply(secret))
-        .await?;
+        .await
+        .map_err(Error::WriteKeys)?;
     Ok(())
 }
