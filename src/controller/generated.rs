@@ -3,10 +3,14 @@
 //! ids carry their creation time (`g-YYYYMMDD-HHMMSS`) so order and age need no extra state. The
 //! last handled value of the `hookgate.dev/rotate` annotation is kept on that Secret.
 
-use crate::crd::{KeySpec, SchemeType, SecretKeyRef};
+use crate::crd::{KeySpec, SchemeType, SecretKeyRef, WebhookIntegration};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use chrono::{DateTime, NaiveDateTime, Utc};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::ObjectMeta;
+use kube::{Resource, ResourceExt};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Change this annotation (`kubectl annotate --overwrite`) to rotate a generated key.
@@ -25,6 +29,32 @@ pub fn secret_name(integration: &str) -> String {
     let hash = hex::encode(Sha256::digest(integration.as_bytes()));
     let stem = integration[..180].trim_end_matches(['-', '.']);
     format!("{stem}-{}{SUFFIX}", &hash[..16])
+}
+
+/// The owned Secret, whole: applied with server-side apply, so any key left out is dropped.
+/// Its controller owner reference is what marks it as made for `wi` (see `plan::rotation::owns`).
+pub fn secret(
+    wi: &WebhookIntegration,
+    namespace: &str,
+    values: &BTreeMap<String, Vec<u8>>,
+    handled: Option<String>,
+) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(secret_name(&wi.name_any())),
+            namespace: Some(namespace.to_string()),
+            annotations: handled.map(|h| [(HANDLED_ANNOTATION.to_string(), h)].into()),
+            owner_references: wi.controller_owner_ref(&()).map(|o| vec![o]),
+            ..Default::default()
+        },
+        data: Some(
+            values
+                .iter()
+                .map(|(k, v)| (k.clone(), k8s_openapi::ByteString(v.clone())))
+                .collect(),
+        ),
+        ..Default::default()
+    }
 }
 
 pub fn key_id(created: DateTime<Utc>) -> String {

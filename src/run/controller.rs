@@ -1,9 +1,10 @@
 //! `hookgate controller`: leader election on a Lease, then the reconcile loop over
 //! WebhookIntegrations, re-triggered by changes to the Secrets they reference.
 
-use crate::controller::reconcile::{Context, ReconcileError, reconcile};
+use crate::controller::reconcile::{Context, reconcile};
 use crate::crd::WebhookIntegration;
 use crate::inbox::Inbox;
+use crate::metrics::Metrics;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::controller::{Action, Controller};
@@ -42,9 +43,10 @@ fn references(wi: &WebhookIntegration, secret: &str) -> bool {
 
 fn error_policy(
     wi: Arc<WebhookIntegration>,
-    error: &finalizer::Error<ReconcileError>,
-    _: Arc<Context>,
+    error: &finalizer::Error<crate::controller::Error>,
+    metrics: &Metrics,
 ) -> Action {
+    metrics.reconcile_error(crate::controller::error::metric_label(error));
     tracing::warn!(integration = %format!("{}/{}", wi.namespace().unwrap_or_default(), wi.name_any()), error = %error, "reconcile failed; retrying");
     Action::requeue(Duration::from_secs(30))
 }
@@ -55,11 +57,12 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> crate::Result<()> {
     let client = crate::run::kube_client().await?;
+    // Counted even without an admin port to serve them: one code path either way.
+    let metrics = Arc::new(Metrics::new());
     if let Some(addr) = cfg.admin_listen {
-        let metrics = Arc::new(crate::metrics::Metrics::new());
         crate::http::admin::spawn(
             addr,
-            metrics,
+            metrics.clone(),
             crate::http::admin::always_ready(),
             crate::http::listener::Limits::admin(crate::http::listener::HEADER_TIMEOUT),
         )
@@ -100,7 +103,7 @@ pub async fn run(
             changed = leader.wait_for(|l| *l) => if changed.is_err() { break },
         }
         tracing::info!(identity = %cfg.identity, "leading: reconciling WebhookIntegrations");
-        let controller = controller(&client, &cfg, ctx.clone());
+        let controller = controller(&client, &cfg, ctx.clone(), metrics.clone());
         tokio::select! {
             _ = &mut shutdown => break,
             _ = controller => break,
@@ -112,7 +115,12 @@ pub async fn run(
     Ok(())
 }
 
-fn controller(client: &Client, cfg: &Config, ctx: Arc<Context>) -> impl Future<Output = ()> {
+fn controller(
+    client: &Client,
+    cfg: &Config,
+    ctx: Arc<Context>,
+    metrics: Arc<Metrics>,
+) -> impl Future<Output = ()> {
     let (wis, secrets): (Api<WebhookIntegration>, Api<Secret>) = match &cfg.watch_namespace {
         Some(ns) => (
             Api::namespaced(client.clone(), ns),
@@ -137,7 +145,11 @@ fn controller(client: &Client, cfg: &Config, ctx: Arc<Context>) -> impl Future<O
                     .collect::<Vec<_>>()
             },
         )
-        .run(reconcile, error_policy, ctx)
+        .run(
+            reconcile,
+            move |wi, error, _| error_policy(wi, error, &metrics),
+            ctx,
+        )
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "reconcile stream");
