@@ -42,6 +42,7 @@ DASHBOARD_METRICS = {
     "hookgate_delivery_duration_seconds_bucket",
     "hookgate_completion_latency_seconds_bucket",
     "hookgate_intake_batch_size_bucket",
+    "hookgate_reconcile_errors_total",
 }
 
 # The checkov skips the scan accepts, each with the reason it does not apply. A new skip in a

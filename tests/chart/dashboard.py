@@ -132,6 +132,13 @@ def build():
          "(hookgate_completion_latency_seconds).",
          quantiles("hookgate_completion_latency_seconds"), "s"),
     ])
+    d.row("Controller")
+    d.series([
+        ("Reconcile errors by API call",
+         "hookgate_reconcile_errors_total by the call that failed (read_secret, apply_route, patch_status, ...). "
+         "The controller retries with backoff; a steady rate means the API server or RBAC refuses it.",
+         [(f"sum by (error) (rate(hookgate_reconcile_errors_total{R}))", "{{error}}")], "ops"),
+    ])
     return {
         "uid": "hookgate", "title": "hookgate", "description": "Webhook receiver, inbox and delivery (hookgate)",
         "tags": ["hookgate", "webhooks"], "timezone": "browser", "editable": True, "graphTooltip": 1,
