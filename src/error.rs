@@ -1,15 +1,6 @@
-use crate::crd::validate::FieldError;
-
 /// The library's one error type; the CLI wraps it with anyhow for context.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A manifest that cannot be used, named by file, object and field.
-    #[error("{file}: {object}: {error}")]
-    Manifest {
-        file: String,
-        object: String,
-        error: FieldError,
-    },
     #[error("{0}")]
     Config(String),
     #[error("database error: {0}")]
@@ -19,14 +10,6 @@ pub enum Error {
     Unavailable(String),
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
-    #[error("Kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

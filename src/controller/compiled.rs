@@ -194,7 +194,7 @@ pub fn secret(
 }
 
 /// Compiles one route Secret with the standalone loader.
-pub fn compile_secret(secret: &Secret) -> crate::Result<CompiledRoute> {
+pub fn compile_secret(secret: &Secret) -> crate::manifest::Result<CompiledRoute> {
     let source = format!(
         "Secret {}/{}",
         secret.namespace().unwrap_or_default(),
@@ -205,15 +205,19 @@ pub fn compile_secret(secret: &Secret) -> crate::Result<CompiledRoute> {
         .as_ref()
         .and_then(|d| d.get(MANIFESTS_KEY))
         .map(|b| String::from_utf8_lossy(&b.0).into_owned())
-        .ok_or_else(|| crate::Error::Config(format!("{source}: no {MANIFESTS_KEY}")))?;
+        .ok_or_else(|| crate::manifest::Error::Unusable {
+            origin: source.clone(),
+            reason: format!("no {MANIFESTS_KEY}"),
+        })?;
     let mut m = Manifests::default();
     m.add_text(&source, &text)?;
     let mut routes = m.compile()?;
     match (routes.pop(), routes.is_empty()) {
         (Some(route), true) => Ok(route),
-        _ => Err(crate::Error::Config(format!(
-            "{source}: expected exactly one WebhookIntegration"
-        ))),
+        _ => Err(crate::manifest::Error::Unusable {
+            origin: source,
+            reason: "expected exactly one WebhookIntegration".into(),
+        }),
     }
 }
 

@@ -36,17 +36,11 @@ pub async fn spawn(
     metrics: Arc<Metrics>,
     ready: ReadyCheck,
     limits: crate::http::listener::Limits,
-) -> crate::Result<SocketAddr> {
+) -> Result<SocketAddr, super::Error> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|source| crate::Error::Io {
-            path: addr.to_string(),
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| crate::Error::Io {
-        path: addr.to_string(),
-        source,
-    })?;
+        .map_err(super::Error::bind(addr))?;
+    let addr = listener.local_addr().map_err(super::Error::bind(addr))?;
     tracing::info!(%addr, "admin endpoints (/metrics, /healthz, /readyz) listening");
     let app = router(metrics, ready);
     tokio::spawn(crate::http::listener::serve(

@@ -2,5 +2,8 @@
 //! hardened connection loop (`listener`) and the metrics/readiness server (`admin`).
 
 pub mod admin;
+mod error;
 pub mod listener;
 pub mod reply;
+
+pub use error::Error;

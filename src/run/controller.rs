@@ -55,7 +55,7 @@ fn error_policy(
 pub async fn run(
     cfg: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> crate::Result<()> {
+) -> super::Result<()> {
     let client = crate::run::kube_client().await?;
     // Counted even without an admin port to serve them: one code path either way.
     let metrics = Arc::new(Metrics::new());
@@ -79,7 +79,7 @@ pub async fn run(
         .with_grace(5)
         .build()
         .await
-        .map_err(|e| crate::Error::Config(format!("leader election: {e}")))?;
+        .map_err(|e| super::Error::LeaderElection(e.to_string()))?;
     let (mut leader, lease_task) = lease.watch().await;
     let recorder = Recorder::new(
         client.clone(),

@@ -23,7 +23,7 @@ pub struct Config {
 pub async fn run(
     cfg: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> crate::Result<()> {
+) -> super::Result<()> {
     let client = crate::run::kube_client().await?;
     let inbox = crate::inbox::Inbox::connect_with(&cfg.database_url, cfg.db).await?;
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
@@ -43,12 +43,6 @@ pub async fn run(
         })
     });
     let pruner = receiver.spawn_nonce_pruner(std::time::Duration::from_secs(600));
-    let io = |addr: std::net::SocketAddr| {
-        move |source| crate::Error::Io {
-            path: addr.to_string(),
-            source,
-        }
-    };
     if let Some(addr) = cfg.admin_listen {
         crate::http::admin::spawn(
             addr,
@@ -60,12 +54,12 @@ pub async fn run(
     }
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
-        .map_err(io(cfg.listen))?;
+        .map_err(crate::http::Error::bind(cfg.listen))?;
     tracing::info!(addr = %cfg.listen, namespace = %cfg.namespace, "receiver listening; routes come from compiled route Secrets");
     let served =
         crate::http::listener::serve(listener, receiver.router(), cfg.listener, shutdown).await;
     watch.abort();
     pruner.abort();
     receiver.inbox().close().await;
-    served.map_err(io(cfg.listen))
+    served.map_err(super::Error::serve(cfg.listen))
 }

@@ -1,12 +1,12 @@
 //! `hookgate standalone`: receiver and workers from manifest files on one machine.
 
+use super::{Error, Result};
 use crate::inbox::Inbox;
 use crate::manifest;
 use crate::metrics::Metrics;
 use crate::receiver::Receiver;
 use crate::route::RouteTable;
 use crate::worker::{self, Worker, WorkerConfig};
-use crate::{Error, Result};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -74,7 +74,7 @@ pub async fn run(
     let listener = match cfg.listen {
         Some(addr) => {
             let l = bind(addr).await?;
-            tracing::info!(addr = %l.local_addr().map_err(io(addr))?, database = %crate::redact::redact_url(&cfg.database_url), "receiver listening");
+            tracing::info!(addr = %l.local_addr().map_err(crate::http::Error::bind(addr))?, database = %crate::redact::redact_url(&cfg.database_url), "receiver listening");
             Some((addr, l))
         }
         None => None,
@@ -106,7 +106,7 @@ pub async fn run(
         Some((addr, l)) => {
             crate::http::listener::serve(l, receiver.router(), cfg.listener, signal(stopped))
                 .await
-                .map_err(io(addr))
+                .map_err(Error::serve(addr))
         }
         None => {
             signal(stopped).await;
@@ -120,13 +120,8 @@ pub async fn run(
     served
 }
 
-fn io(addr: SocketAddr) -> impl Fn(std::io::Error) -> Error {
-    move |source| Error::Io {
-        path: addr.to_string(),
-        source,
-    }
-}
-
 async fn bind(addr: SocketAddr) -> Result<TcpListener> {
-    TcpListener::bind(addr).await.map_err(io(addr))
+    Ok(TcpListener::bind(addr)
+        .await
+        .map_err(crate::http::Error::bind(addr))?)
 }

@@ -10,7 +10,7 @@ pub async fn run(
     admin_listen: Option<std::net::SocketAddr>,
     cfg: crate::worker::WorkerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> crate::Result<()> {
+) -> super::Result<()> {
     let client = crate::run::kube_client().await?;
     let inbox = crate::inbox::Inbox::connect_with(database_url, cfg.db).await?;
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());

@@ -1,4 +1,3 @@
-
 use super::*;
 
 /// A spec exactly as a user writes it in YAML.

@@ -1,10 +1,13 @@
 //! Loading the same YAML a user would `kubectl apply`: WebhookIntegrations and v1 Secrets, in
 //! multi-document files or directories of them. Every error names the file, the object and the field.
 
+mod error;
+
+pub use error::{Error, Result};
+
 use crate::crd::WebhookIntegration;
 use crate::crd::validate::FieldError;
 use crate::route::{self, CompiledRoute, RouteTable, Secrets};
-use crate::{Error, Result};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use serde::Deserialize;
@@ -49,7 +52,7 @@ fn manifest_err(
     field: impl Into<String>,
     msg: impl Into<String>,
 ) -> Error {
-    Error::Manifest {
+    Error::Invalid {
         file: file.to_string(),
         object: object.into(),
         error: FieldError::new(field, msg),
@@ -169,7 +172,7 @@ fn add(m: &mut Manifests, file: &str, doc: &str, value: serde_yaml::Value) -> Re
     match (api_version.as_str(), kind.as_str()) {
         ("hookgate.dev/v1alpha1", "WebhookIntegration") => {
             let object = named("WebhookIntegration");
-            let wi: WebhookIntegration = typed(value).map_err(|error| Error::Manifest {
+            let wi: WebhookIntegration = typed(value).map_err(|error| Error::Invalid {
                 file: file.into(),
                 object: object.clone(),
                 error,
@@ -200,7 +203,7 @@ fn add(m: &mut Manifests, file: &str, doc: &str, value: serde_yaml::Value) -> Re
         }
         ("v1", "Secret") => {
             let object = named("Secret");
-            let secret: Secret = typed(value).map_err(|error| Error::Manifest {
+            let secret: Secret = typed(value).map_err(|error| Error::Invalid {
                 file: file.into(),
                 object: object.clone(),
                 error,
@@ -236,7 +239,7 @@ impl Manifests {
         self.integrations
             .iter()
             .map(|l| {
-                route::compile(&l.integration, &self.secrets).map_err(|error| Error::Manifest {
+                route::compile(&l.integration, &self.secrets).map_err(|error| Error::Invalid {
                     file: l.file.clone(),
                     object: l.object(),
                     error,
@@ -265,7 +268,7 @@ impl Manifests {
                 ));
             }
         }
-        RouteTable::new(routes).map_err(Error::Config)
+        RouteTable::new(routes).map_err(Error::PathConflict)
     }
 
     /// Finds an integration by `namespace/name` (or `name` in `default`).
