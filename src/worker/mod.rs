@@ -6,6 +6,7 @@
 //! long to wait) and [`ordering`] (the gate). `pool` runs the claim loop, `event` takes one
 //! claimed event through both rules, and [`deliver`] is the HTTP attempt itself.
 
+pub mod defaults;
 pub mod deliver;
 mod event;
 pub mod janitor;
@@ -45,7 +46,7 @@ pub fn targets(table: &RouteTable) -> Targets {
         .collect()
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct WorkerConfig {
     /// Deliveries in flight at once in this process.
     pub concurrency: usize,
@@ -70,13 +71,13 @@ pub struct WorkerConfig {
 impl Default for WorkerConfig {
     fn default() -> Self {
         Self {
-            concurrency: 16,
-            lease: Duration::from_secs(60),
-            poll: Duration::from_millis(250),
-            grace: Duration::from_secs(30),
-            janitor_every: Duration::from_secs(600),
+            concurrency: defaults::CONCURRENCY,
+            lease: defaults::LEASE,
+            poll: defaults::POLL,
+            grace: defaults::GRACE,
+            janitor_every: defaults::JANITOR_EVERY,
             destinations: destination::Policy::default(),
-            orphan_grace: Duration::from_secs(3600),
+            orphan_grace: defaults::ORPHAN_GRACE,
             db: Default::default(),
         }
     }
