@@ -259,22 +259,22 @@ pub struct WorkerModeArgs {
 #[derive(Args, Debug, Clone)]
 pub struct WorkerArgs {
     /// Deliveries in flight at once in this process.
-    #[arg(long, default_value_t = 16, env = "HOOKGATE_CONCURRENCY")]
+    #[arg(long, default_value_t = crate::worker::defaults::CONCURRENCY, env = "HOOKGATE_CONCURRENCY")]
     pub concurrency: usize,
     /// How long a claimed event is leased. Each attempt ends by 3/4 of it, whatever the
     /// integration's delivery timeout, so that it never outlives its claim.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
-    pub lease: std::time::Duration,
+    #[arg(long, default_value_t = crate::worker::defaults::LEASE.into())]
+    pub lease: humantime::Duration,
     /// Pause between claims when nothing is due.
-    #[arg(long, default_value = "250ms", value_parser = humantime::parse_duration)]
-    pub poll: std::time::Duration,
+    #[arg(long, default_value_t = crate::worker::defaults::POLL.into())]
+    pub poll: humantime::Duration,
     /// On SIGTERM, how long in-flight deliveries may finish before their claims are released.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
-    pub grace: std::time::Duration,
+    #[arg(long, default_value_t = crate::worker::defaults::GRACE.into())]
+    pub grace: humantime::Duration,
     /// How long an event whose integration is gone waits for it to come back before it is
     /// dead-lettered as `integration_missing` (counted from its arrival).
-    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration, env = "HOOKGATE_ORPHAN_GRACE")]
-    pub orphan_grace: std::time::Duration,
+    #[arg(long, default_value_t = crate::worker::defaults::ORPHAN_GRACE.into(), env = "HOOKGATE_ORPHAN_GRACE")]
+    pub orphan_grace: humantime::Duration,
     /// Where integrations may deliver: `open` (any Service, any external host) or `namespace`
     /// (Services of the integration's own namespace, plus --allow-destination-host). Metadata
     /// addresses and the API server are refused either way.
@@ -310,10 +310,10 @@ impl WorkerArgs {
         }
         Ok(crate::worker::WorkerConfig {
             concurrency: self.concurrency,
-            lease: self.lease,
-            poll: self.poll,
-            grace: self.grace,
-            orphan_grace: self.orphan_grace,
+            lease: *self.lease,
+            poll: *self.poll,
+            grace: *self.grace,
+            orphan_grace: *self.orphan_grace,
             destinations: Policy {
                 scope: self.destinations,
                 allowed_hosts: self.allow_destination_hosts.clone(),
@@ -462,6 +462,15 @@ mod tests {
                 .destinations
                 .allow_loopback
         );
+    }
+
+    #[test]
+    fn a_bare_worker_command_line_is_the_default_worker_config() {
+        let a = worker_args(&["-f", "x.yaml"]).unwrap();
+        let mut cfg = a.worker.config(Default::default()).unwrap();
+        // Taken from KUBERNETES_SERVICE_HOST when the tests run in a pod, not from a flag.
+        cfg.destinations.api_server.clear();
+        assert_eq!(cfg, crate::worker::WorkerConfig::default());
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! One delivery attempt: the destination request (original body and content type, a stable
 //! `webhook-id`, a per-attempt Standard Webhooks signature, hookgate headers) and its result.
 
-use super::policy::{AttemptResult, parse_retry_after};
 use super::resolver;
+use super::retry::{AttemptResult, parse_retry_after};
 use crate::destination::{self, Host, Policy};
 use crate::inbox::Claimed;
 use crate::route::target::DeliveryTarget;

@@ -1,13 +1,21 @@
-//! The delivery worker's decisions: what to do after an attempt, how long to wait, and whether an
-//! event's version may pass the ordering gate. Pure and synchronous: `now` and the jitter come in
-//! as parameters, so each rule is tested here without a clock, a network or a store.
+//! The retry rule: what an attempt's result means for its event (processed, retried or
+//! dead-lettered), how long the next retry waits, how long an attempt may run, and when an event
+//! of an unconfigured integration stops waiting. Pure and synchronous: `now` and the jitter come
+//! in as parameters, so each rule is tested here without a clock, a network or a store. The
+//! default schedule is `crd::defaults::retry_schedule()`.
 
 use std::time::Duration;
 
-use chrono::{DateTime, NaiveDateTime, SecondsFormat, Utc};
+use chrono::{DateTime, NaiveDateTime, Utc};
 
 /// A destination cannot park an event for longer than a day with one header.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The error of an event dead-lettered because its integration stayed unconfigured.
+pub const INTEGRATION_MISSING: &str = "integration_missing";
+
+/// How long an event of an unconfigured integration is put back before it is looked at again.
+pub const RECHECK_UNCONFIGURED: Duration = Duration::from_secs(60);
 
 /// What one delivery attempt produced.
 pub enum AttemptResult {
@@ -23,6 +31,27 @@ pub enum AttemptResult {
     Refused(String),
 }
 
+impl AttemptResult {
+    /// The attempt in an event's error: `HTTP 503`, `timeout`, `connect: ...`, `refused: ...`.
+    pub fn describe(&self) -> String {
+        match self {
+            AttemptResult::Status { code, .. } => format!("HTTP {code}"),
+            AttemptResult::Timeout => "timeout".to_owned(),
+            AttemptResult::Connect(text) => format!("connect: {text}"),
+            AttemptResult::Refused(reason) => format!("refused: {reason}"),
+        }
+    }
+
+    /// The attempt's own record: the status code when the destination answered, else what kept
+    /// it from answering.
+    pub fn record(&self) -> (Option<i64>, Option<String>) {
+        match self {
+            AttemptResult::Status { code, .. } => (Some(i64::from(*code)), None),
+            other => (None, Some(other.describe())),
+        }
+    }
+}
+
 /// The decision after an attempt.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
@@ -34,29 +63,28 @@ pub enum Outcome {
 /// `attempt`: 1-based number of the attempt just made. `schedule`: `spec.delivery.retry.schedule`.
 /// `jitter`: a value in [-1.0, 1.0] supplied by the caller (random in production) scaling ±10 %.
 pub fn decide(result: &AttemptResult, attempt: u32, schedule: &[Duration], jitter: f64) -> Outcome {
-    let (error, retry_after) = match *result {
+    let retry_after = match *result {
         AttemptResult::Status { code, .. } if (200..300).contains(&code) => {
             return Outcome::Processed;
         }
         // Only 429 and 503 define Retry-After as "come back then"; on other codes it is ignored.
         AttemptResult::Status { code, retry_after } if retryable(code) => {
-            let honoured = retry_after.filter(|_| matches!(code, 429 | 503));
-            (format!("HTTP {code}"), honoured)
+            retry_after.filter(|_| matches!(code, 429 | 503))
         }
         // 3xx is final too: destinations must not redirect webhooks, and following one would
         // re-send a signed body to a host the integration never named.
-        AttemptResult::Status { code, .. } => {
-            let error = format!("HTTP {code}");
+        AttemptResult::Status { .. } => {
+            let error = result.describe();
             return Outcome::DeadLetter { error };
         }
-        AttemptResult::Timeout => ("timeout".to_owned(), None),
-        AttemptResult::Connect(ref text) => (format!("connect: {text}"), None),
+        AttemptResult::Timeout | AttemptResult::Connect(_) => None,
         // Retrying cannot help: the same URL is refused until its integration changes.
-        AttemptResult::Refused(ref reason) => {
-            let error = format!("refused: {reason}");
+        AttemptResult::Refused(_) => {
+            let error = result.describe();
             return Outcome::DeadLetter { error };
         }
     };
+    let error = result.describe();
     // The schedule bounds the number of retries even when the destination asks for more.
     let Some(scheduled) = retry_delay(attempt, schedule, jitter) else {
         let error = format!("{error} (retry schedule exhausted after {attempt} attempts)");
@@ -76,20 +104,6 @@ fn retryable(code: u16) -> bool {
 /// The delay before retry number `attempt` (i.e. after attempt `attempt` failed):
 /// `schedule[attempt-1]` with ±10 % jitter; `None` when the schedule is exhausted.
 /// Attempt 0 is treated as 1 rather than dead-lettering an event over a caller's off-by-one.
-/// How long one attempt may run: the integration's timeout, capped at three quarters of the
-/// claim's lease, so an attempt always ends (and is recorded) before its claim can pass to
-/// another worker.
-pub fn attempt_timeout(configured: Duration, lease: Duration) -> Duration {
-    configured.min(lease.mul_f64(0.75))
-}
-
-/// Whether an event whose integration is not configured has waited long enough for it: past
-/// the grace it is dead-lettered instead of deferred again (saturating: any clock is fine).
-pub fn orphaned(received_at: DateTime<Utc>, now: DateTime<Utc>, grace: Duration) -> bool {
-    let waited = (now - received_at).to_std().unwrap_or_default();
-    waited >= grace
-}
-
 pub fn retry_delay(attempt: u32, schedule: &[Duration], jitter: f64) -> Option<Duration> {
     let base = *schedule.get((attempt as usize).saturating_sub(1))?;
     // NaN would poison the arithmetic (0 s delay); out-of-range values would break the ±10 %.
@@ -126,95 +140,40 @@ pub fn parse_retry_after(value: &str, now: DateTime<Utc>) -> Option<Duration> {
     Some(delay.min(MAX_RETRY_AFTER))
 }
 
-/// A resource version for the ordering gate.
+/// How long one attempt may run: the integration's timeout, capped at three quarters of the
+/// claim's lease, so an attempt always ends (and is recorded) before its claim can pass to
+/// another worker.
+pub fn attempt_timeout(configured: Duration, lease: Duration) -> Duration {
+    configured.min(lease.mul_f64(0.75))
+}
+
+/// Whether an event whose integration is not configured has waited long enough for it: past
+/// the grace it is dead-lettered instead of deferred again (saturating: any clock is fine).
+pub fn orphaned(received_at: DateTime<Utc>, now: DateTime<Utc>, grace: Duration) -> bool {
+    let waited = (now - received_at).to_std().unwrap_or_default();
+    waited >= grace
+}
+
+/// What becomes of a claimed event whose integration is not configured (deleted, or not known
+/// to this worker yet).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Version {
-    Int(i128),
-    Time(DateTime<Utc>),
+pub enum Unconfigured {
+    /// It has waited the grace: dead-letter it with [`INTEGRATION_MISSING`].
+    DeadLetter,
+    /// Put it back, without counting an attempt, to be looked at again after this long.
+    Recheck(Duration),
 }
 
-impl Version {
-    /// From a JSON value: integers (JSON numbers without fraction, or strings of ASCII digits with
-    /// optional leading '-', compared as numbers), or RFC 3339 strings. Anything else `None`.
-    pub fn from_json(v: &serde_json::Value) -> Option<Version> {
-        match v {
-            // as_i64/as_u64 are None for floats, so 4.5 (and 4.0, written with a fraction) fail.
-            serde_json::Value::Number(n) => n
-                .as_i64()
-                .map(i128::from)
-                .or_else(|| n.as_u64().map(i128::from))
-                .map(Version::Int),
-            // Counters often arrive as strings; compared as text, "9" would come after "10".
-            serde_json::Value::String(s) => parse_int(s).map(Version::Int).or_else(|| {
-                let time = DateTime::parse_from_rfc3339(s).ok()?;
-                Some(Version::Time(time.to_utc()))
-            }),
-            _ => None,
-        }
-    }
-
-    /// Stored text form, round-trips through `parse_stored` (e.g. "i:42",
-    /// "t:2026-01-01T00:00:00.000000000Z").
-    pub fn to_stored(&self) -> String {
-        match self {
-            Version::Int(i) => format!("i:{i}"),
-            // Fixed nanosecond width and 'Z' so equal instants always store as equal text.
-            Version::Time(t) => format!("t:{}", t.to_rfc3339_opts(SecondsFormat::Nanos, true)),
-        }
-    }
-
-    pub fn parse_stored(s: &str) -> Option<Version> {
-        if let Some(int) = s.strip_prefix("i:") {
-            parse_int(int).map(Version::Int)
-        } else {
-            let time = DateTime::parse_from_rfc3339(s.strip_prefix("t:")?).ok()?;
-            Some(Version::Time(time.to_utc()))
-        }
-    }
-}
-
-/// Stricter than `i128::from_str`, which would also take "+5".
-fn parse_int(s: &str) -> Option<i128> {
-    let digits = s.strip_prefix('-').unwrap_or(s);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Gate {
-    Deliver,
-    Stale,
-    DuplicateVersion,
-    KindMismatch,
-}
-
-/// Compare an event's version with the last delivered one (`None` = resource never delivered).
-/// Int vs Time -> `KindMismatch` (the worker delivers ungated and counts it).
-pub fn gate(last: Option<&Version>, incoming: &Version) -> Gate {
-    use std::cmp::Ordering;
-    let order = match (last, incoming) {
-        (None, _) => return Gate::Deliver,
-        (Some(Version::Int(l)), Version::Int(i)) => i.cmp(l),
-        (Some(Version::Time(l)), Version::Time(i)) => i.cmp(l),
-        (Some(_), _) => return Gate::KindMismatch,
-    };
-    match order {
-        Ordering::Greater => Gate::Deliver,
-        Ordering::Equal => Gate::DuplicateVersion,
-        Ordering::Less => Gate::Stale,
-    }
-}
-
-impl Gate {
-    /// The reason stored on an event the gate keeps from the destination.
-    pub fn ignored_reason(self) -> Option<&'static str> {
-        match self {
-            Gate::Stale => Some("stale_version"),
-            Gate::DuplicateVersion => Some("duplicate_version"),
-            Gate::Deliver | Gate::KindMismatch => None,
-        }
+/// The rule for an event of an unconfigured integration, `grace` being `--orphan-grace`.
+pub fn unconfigured(
+    received_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+    grace: Duration,
+) -> Unconfigured {
+    if orphaned(received_at, now, grace) {
+        Unconfigured::DeadLetter
+    } else {
+        Unconfigured::Recheck(RECHECK_UNCONFIGURED)
     }
 }
 
@@ -222,7 +181,6 @@ impl Gate {
 mod tests {
     use super::*;
     use chrono::TimeZone;
-    use serde_json::json;
 
     const S: fn(u64) -> Duration = Duration::from_secs;
 
@@ -270,6 +228,30 @@ mod tests {
             want,
             "a refusal is final on the first attempt"
         );
+    }
+
+    #[test]
+    fn an_attempt_is_recorded_by_its_status_or_its_failure() {
+        let cases = [
+            (status(204, None), Some(204), None),
+            (status(503, Some(5)), Some(503), None),
+            (AttemptResult::Timeout, None, Some("timeout")),
+            (
+                AttemptResult::Connect("dns: no such host".into()),
+                None,
+                Some("connect: dns: no such host"),
+            ),
+            (
+                AttemptResult::Refused("127.0.0.1 is loopback".into()),
+                None,
+                Some("refused: 127.0.0.1 is loopback"),
+            ),
+        ];
+        for (result, code, error) in cases {
+            let want = (code, error.map(str::to_owned));
+            assert_eq!(result.record(), want, "{}", result.describe());
+        }
+        assert_eq!(status(418, None).describe(), "HTTP 418");
     }
 
     #[test]
@@ -360,86 +342,6 @@ mod tests {
     }
 
     #[test]
-    fn versions_parse_from_json() {
-        let utc = Utc.with_ymd_and_hms(2026, 1, 2, 1, 4, 5).unwrap();
-        let cases = [
-            (json!(42), Some(Version::Int(42))),
-            (json!(u64::MAX), Some(Version::Int(u64::MAX.into()))),
-            (json!("42"), Some(Version::Int(42))),
-            (json!("-3"), Some(Version::Int(-3))),
-            (json!(i128::MAX.to_string()), Some(Version::Int(i128::MAX))),
-            (json!("2026-01-02T03:04:05+02:00"), Some(Version::Time(utc))),
-            (json!(4.5), None),
-            (json!(4.0), None),
-            (json!("abc"), None),
-            (json!(true), None),
-            (json!(null), None),
-            (json!("+5"), None),
-            (json!("-"), None),
-            (json!(""), None),
-            (json!([1]), None),
-        ];
-        for (value, want) in cases {
-            assert_eq!(Version::from_json(&value), want, "{value}");
-        }
-    }
-
-    #[test]
-    fn string_versions_compare_as_numbers() {
-        let ten = Version::from_json(&json!("10")).unwrap();
-        let nine = Version::from_json(&json!("9")).unwrap();
-        assert_eq!(gate(Some(&nine), &ten), Gate::Deliver);
-        assert_eq!(gate(Some(&ten), &nine), Gate::Stale);
-        let i64_max = Version::Int(i64::MAX.into());
-        let beyond = Version::Int(i128::from(i64::MAX) + 1);
-        assert_eq!(gate(Some(&i64_max), &beyond), Gate::Deliver);
-    }
-
-    #[test]
-    fn stored_form_round_trips() {
-        let when = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
-        let stored = Version::Time(when).to_stored();
-        assert_eq!(stored, "t:2026-01-01T00:00:00.000000000Z");
-        assert_eq!(Version::Int(42).to_stored(), "i:42");
-        let precise = when + chrono::TimeDelta::nanoseconds(123_456_789);
-        let ints = [Version::Int(-7), Version::Int(i128::MIN)];
-        let times = [Version::Time(when), Version::Time(precise)];
-        for v in ints.into_iter().chain(times) {
-            assert_eq!(Version::parse_stored(&v.to_stored()), Some(v));
-        }
-        for bad in ["42", "i:", "i:x", "i:+1", "t:yesterday", "x:1", ""] {
-            assert_eq!(Version::parse_stored(bad), None, "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn gate_covers_every_variant() {
-        use Gate::*;
-        let (one, two) = (Version::Int(1), Version::Int(2));
-        let early = Version::Time(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
-        let late = Version::Time(Utc.with_ymd_and_hms(2026, 1, 2, 0, 0, 0).unwrap());
-        let cases = [
-            (None, &one, Deliver),
-            (None, &early, Deliver),
-            (Some(&one), &two, Deliver),
-            (Some(&two), &one, Stale),
-            (Some(&two), &two, DuplicateVersion),
-            (Some(&early), &late, Deliver),
-            (Some(&late), &early, Stale),
-            (Some(&late), &late, DuplicateVersion),
-            (Some(&one), &early, KindMismatch),
-            (Some(&early), &one, KindMismatch),
-        ];
-        for (last, incoming, want) in cases {
-            assert_eq!(gate(last, incoming), want, "{last:?} -> {incoming:?}");
-        }
-        assert_eq!(Stale.ignored_reason(), Some("stale_version"));
-        assert_eq!(DuplicateVersion.ignored_reason(), Some("duplicate_version"));
-        assert_eq!(Deliver.ignored_reason(), None);
-        assert_eq!(KindMismatch.ignored_reason(), None);
-    }
-
-    #[test]
     fn an_attempt_ends_inside_its_lease() {
         let s = Duration::from_secs;
         assert_eq!(attempt_timeout(s(10), s(60)), s(10));
@@ -462,5 +364,25 @@ mod tests {
             DateTime::<Utc>::MAX_UTC,
             hour
         ));
+    }
+
+    #[test]
+    fn an_unconfigured_event_is_rechecked_each_minute_until_the_grace() {
+        let t0: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
+        let hour = Duration::from_secs(3600);
+        let minutes = |m| t0 + chrono::Duration::minutes(m);
+        let cases = [
+            (minutes(0), Unconfigured::Recheck(S(60))),
+            (minutes(59), Unconfigured::Recheck(S(60))),
+            (minutes(60), Unconfigured::DeadLetter),
+            (minutes(-60), Unconfigured::Recheck(S(60))),
+        ];
+        for (now, want) in cases {
+            assert_eq!(unconfigured(t0, now, hour), want, "{now}");
+        }
+        assert_eq!(
+            unconfigured(t0, t0, Duration::ZERO),
+            Unconfigured::DeadLetter
+        );
     }
 }

@@ -1,0 +1,347 @@
+//! The ordering gate as data. An integration with `spec.delivery.ordering` sends each resource's
+//! events in version order: one delivery per resource at a time, under a lock the inbox keeps,
+//! and never a version at or below the last one delivered. [`entry`] reads an event's key before
+//! any lock is taken and [`verdict`] decides once the lock was asked for; the worker does the
+//! locking, recording and unlocking. Pure and synchronous.
+
+use crate::crd::OrderingSpec;
+use chrono::{DateTime, SecondsFormat, Utc};
+use std::time::Duration;
+
+/// How long an event is put back while another delivery of its resource holds the lock.
+pub const BUSY_RECHECK: Duration = Duration::from_millis(200);
+
+/// How a claimed event meets the gate, read from its body before any lock is taken.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Entry {
+    /// The integration does not order its events.
+    Unordered,
+    /// The integration orders its events but the body lacks a usable resource id or version:
+    /// delivered ungated, and counted in `ordering_ungated`.
+    Unkeyed,
+    /// Take this resource's lock, then compare `version` with the stored one.
+    Keyed { resource: String, version: Version },
+}
+
+pub fn entry(ordering: Option<&OrderingSpec>, body: &[u8]) -> Entry {
+    let Some(spec) = ordering else {
+        return Entry::Unordered;
+    };
+    match key(body, spec) {
+        Some((resource, version)) => Entry::Keyed { resource, version },
+        None => Entry::Unkeyed,
+    }
+}
+
+/// Resource id and version from the body; `None` when either is missing or unusable.
+fn key(body: &[u8], spec: &OrderingSpec) -> Option<(String, Version)> {
+    let json: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let resource = match json.pointer(&spec.resource_id_pointer)? {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    let version = Version::from_json(json.pointer(&spec.version_pointer)?)?;
+    Some((resource, version))
+}
+
+/// The inbox's answer when asked for a resource's lock.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lock {
+    /// Another delivery holds it, or the inbox could not be asked.
+    Busy,
+    /// Taken, with the stored form of the last delivered version, if any.
+    Held(Option<String>),
+}
+
+/// What to do with a keyed event at the gate.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Put the event back without counting an attempt; look again after this long.
+    Requeue(Duration),
+    /// Deliver; on success the stored version moves from `from` to `to` (stored forms), unless
+    /// another delivery moved it first.
+    Deliver { from: Option<String>, to: String },
+    /// Deliver and leave the stored version alone: an integer and a timestamp cannot be
+    /// ordered. Counted in `ordering_ungated`.
+    DeliverUnfenced,
+    /// Do not deliver: the event ends ignored, with this reason.
+    Ignore { reason: &'static str },
+}
+
+pub fn verdict(lock: Lock, incoming: &Version) -> Verdict {
+    let Lock::Held(stored) = lock else {
+        return Verdict::Requeue(BUSY_RECHECK);
+    };
+    // A stored version that does not parse counts as none, so the resource is not stuck
+    // behind it: the event is delivered and its version replaces it.
+    let last = stored.as_deref().and_then(Version::parse_stored);
+    match gate(last.as_ref(), incoming) {
+        Gate::Deliver => Verdict::Deliver {
+            from: stored,
+            to: incoming.to_stored(),
+        },
+        Gate::KindMismatch => Verdict::DeliverUnfenced,
+        stop @ (Gate::Stale | Gate::DuplicateVersion) => Verdict::Ignore {
+            reason: stop
+                .ignored_reason()
+                .expect("stale and duplicate have reasons"),
+        },
+    }
+}
+
+/// A resource version for the ordering gate.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Version {
+    Int(i128),
+    Time(DateTime<Utc>),
+}
+
+impl Version {
+    /// From a JSON value: integers (JSON numbers without fraction, or strings of ASCII digits with
+    /// optional leading '-', compared as numbers), or RFC 3339 strings. Anything else `None`.
+    pub fn from_json(v: &serde_json::Value) -> Option<Version> {
+        match v {
+            // as_i64/as_u64 are None for floats, so 4.5 (and 4.0, written with a fraction) fail.
+            serde_json::Value::Number(n) => n
+                .as_i64()
+                .map(i128::from)
+                .or_else(|| n.as_u64().map(i128::from))
+                .map(Version::Int),
+            // Counters often arrive as strings; compared as text, "9" would come after "10".
+            serde_json::Value::String(s) => parse_int(s).map(Version::Int).or_else(|| {
+                let time = DateTime::parse_from_rfc3339(s).ok()?;
+                Some(Version::Time(time.to_utc()))
+            }),
+            _ => None,
+        }
+    }
+
+    /// Stored text form, round-trips through `parse_stored` (e.g. "i:42",
+    /// "t:2026-01-01T00:00:00.000000000Z").
+    pub fn to_stored(&self) -> String {
+        match self {
+            Version::Int(i) => format!("i:{i}"),
+            // Fixed nanosecond width and 'Z' so equal instants always store as equal text.
+            Version::Time(t) => format!("t:{}", t.to_rfc3339_opts(SecondsFormat::Nanos, true)),
+        }
+    }
+
+    pub fn parse_stored(s: &str) -> Option<Version> {
+        if let Some(int) = s.strip_prefix("i:") {
+            parse_int(int).map(Version::Int)
+        } else {
+            let time = DateTime::parse_from_rfc3339(s.strip_prefix("t:")?).ok()?;
+            Some(Version::Time(time.to_utc()))
+        }
+    }
+}
+
+/// Stricter than `i128::from_str`, which would also take "+5".
+fn parse_int(s: &str) -> Option<i128> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    Deliver,
+    Stale,
+    DuplicateVersion,
+    KindMismatch,
+}
+
+/// Compare an event's version with the last delivered one (`None` = resource never delivered).
+/// Int vs Time -> `KindMismatch` (the worker delivers ungated and counts it).
+pub fn gate(last: Option<&Version>, incoming: &Version) -> Gate {
+    use std::cmp::Ordering;
+    let order = match (last, incoming) {
+        (None, _) => return Gate::Deliver,
+        (Some(Version::Int(l)), Version::Int(i)) => i.cmp(l),
+        (Some(Version::Time(l)), Version::Time(i)) => i.cmp(l),
+        (Some(_), _) => return Gate::KindMismatch,
+    };
+    match order {
+        Ordering::Greater => Gate::Deliver,
+        Ordering::Equal => Gate::DuplicateVersion,
+        Ordering::Less => Gate::Stale,
+    }
+}
+
+impl Gate {
+    /// The reason stored on an event the gate keeps from the destination.
+    pub fn ignored_reason(self) -> Option<&'static str> {
+        match self {
+            Gate::Stale => Some("stale_version"),
+            Gate::DuplicateVersion => Some("duplicate_version"),
+            Gate::Deliver | Gate::KindMismatch => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use serde_json::json;
+
+    #[test]
+    fn entry_reads_resource_and_version_from_the_body() {
+        let spec = OrderingSpec {
+            resource_id_pointer: "/data/id".into(),
+            version_pointer: "/data/version".into(),
+        };
+        let keyed = |resource: &str, version| Entry::Keyed {
+            resource: resource.into(),
+            version,
+        };
+        let cases = [
+            (
+                r#"{"data":{"id":"cus_1","version":5}}"#,
+                keyed("cus_1", Version::Int(5)),
+            ),
+            (
+                r#"{"data":{"id":42,"version":"7"}}"#,
+                keyed("42", Version::Int(7)),
+            ),
+            (r#"{"data":{"id":"cus_1","version":4.5}}"#, Entry::Unkeyed),
+            (r#"{"data":{"id":true,"version":5}}"#, Entry::Unkeyed),
+            (r#"{"data":{"id":null,"version":5}}"#, Entry::Unkeyed),
+            (r#"{"data":{"id":"cus_1"}}"#, Entry::Unkeyed),
+            (r#"{"data":{"version":5}}"#, Entry::Unkeyed),
+            ("not json", Entry::Unkeyed),
+            ("", Entry::Unkeyed),
+        ];
+        for (body, want) in cases {
+            assert_eq!(entry(Some(&spec), body.as_bytes()), want, "{body}");
+        }
+        let body = br#"{"data":{"id":"cus_1","version":5}}"#;
+        assert_eq!(entry(None, body), Entry::Unordered);
+    }
+
+    #[test]
+    fn verdict_covers_every_lock_and_comparison() {
+        let held = |stored: Option<&str>| Lock::Held(stored.map(str::to_owned));
+        let deliver = |from: Option<&str>, to: &str| Verdict::Deliver {
+            from: from.map(str::to_owned),
+            to: to.to_owned(),
+        };
+        let ignore = |reason| Verdict::Ignore { reason };
+        let five = Version::Int(5);
+        let noon = Version::Time(Utc.with_ymd_and_hms(2026, 1, 1, 12, 0, 0).unwrap());
+        let noon_stored = "t:2026-01-01T12:00:00.000000000Z";
+        let cases = [
+            (
+                Lock::Busy,
+                &five,
+                Verdict::Requeue(Duration::from_millis(200)),
+            ),
+            (held(None), &five, deliver(None, "i:5")),
+            (held(Some("i:4")), &five, deliver(Some("i:4"), "i:5")),
+            (held(Some("i:5")), &five, ignore("duplicate_version")),
+            (held(Some("i:6")), &five, ignore("stale_version")),
+            (held(Some(noon_stored)), &five, Verdict::DeliverUnfenced),
+            (held(Some("i:5")), &noon, Verdict::DeliverUnfenced),
+            (
+                held(Some("t:2026-01-01T11:00:00Z")),
+                &noon,
+                deliver(Some("t:2026-01-01T11:00:00Z"), noon_stored),
+            ),
+            (held(Some(noon_stored)), &noon, ignore("duplicate_version")),
+            // Unreadable stored versions do not hold the resource back.
+            (
+                held(Some("garbage")),
+                &five,
+                deliver(Some("garbage"), "i:5"),
+            ),
+            (held(Some("")), &noon, deliver(Some(""), noon_stored)),
+        ];
+        for (lock, incoming, want) in cases {
+            let case = format!("{lock:?} {incoming:?}");
+            assert_eq!(verdict(lock, incoming), want, "{case}");
+        }
+    }
+
+    #[test]
+    fn versions_parse_from_json() {
+        let utc = Utc.with_ymd_and_hms(2026, 1, 2, 1, 4, 5).unwrap();
+        let cases = [
+            (json!(42), Some(Version::Int(42))),
+            (json!(u64::MAX), Some(Version::Int(u64::MAX.into()))),
+            (json!("42"), Some(Version::Int(42))),
+            (json!("-3"), Some(Version::Int(-3))),
+            (json!(i128::MAX.to_string()), Some(Version::Int(i128::MAX))),
+            (json!("2026-01-02T03:04:05+02:00"), Some(Version::Time(utc))),
+            (json!(4.5), None),
+            (json!(4.0), None),
+            (json!("abc"), None),
+            (json!(true), None),
+            (json!(null), None),
+            (json!("+5"), None),
+            (json!("-"), None),
+            (json!(""), None),
+            (json!([1]), None),
+        ];
+        for (value, want) in cases {
+            assert_eq!(Version::from_json(&value), want, "{value}");
+        }
+    }
+
+    #[test]
+    fn string_versions_compare_as_numbers() {
+        let ten = Version::from_json(&json!("10")).unwrap();
+        let nine = Version::from_json(&json!("9")).unwrap();
+        assert_eq!(gate(Some(&nine), &ten), Gate::Deliver);
+        assert_eq!(gate(Some(&ten), &nine), Gate::Stale);
+        let i64_max = Version::Int(i64::MAX.into());
+        let beyond = Version::Int(i128::from(i64::MAX) + 1);
+        assert_eq!(gate(Some(&i64_max), &beyond), Gate::Deliver);
+    }
+
+    #[test]
+    fn stored_form_round_trips() {
+        let when = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let stored = Version::Time(when).to_stored();
+        assert_eq!(stored, "t:2026-01-01T00:00:00.000000000Z");
+        assert_eq!(Version::Int(42).to_stored(), "i:42");
+        let precise = when + chrono::TimeDelta::nanoseconds(123_456_789);
+        let ints = [Version::Int(-7), Version::Int(i128::MIN)];
+        let times = [Version::Time(when), Version::Time(precise)];
+        for v in ints.into_iter().chain(times) {
+            assert_eq!(Version::parse_stored(&v.to_stored()), Some(v));
+        }
+        for bad in ["42", "i:", "i:x", "i:+1", "t:yesterday", "x:1", ""] {
+            assert_eq!(Version::parse_stored(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn gate_covers_every_variant() {
+        use Gate::*;
+        let (one, two) = (Version::Int(1), Version::Int(2));
+        let early = Version::Time(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
+        let late = Version::Time(Utc.with_ymd_and_hms(2026, 1, 2, 0, 0, 0).unwrap());
+        let cases = [
+            (None, &one, Deliver),
+            (None, &early, Deliver),
+            (Some(&one), &two, Deliver),
+            (Some(&two), &one, Stale),
+            (Some(&two), &two, DuplicateVersion),
+            (Some(&early), &late, Deliver),
+            (Some(&late), &early, Stale),
+            (Some(&late), &late, DuplicateVersion),
+            (Some(&one), &early, KindMismatch),
+            (Some(&early), &one, KindMismatch),
+        ];
+        for (last, incoming, want) in cases {
+            assert_eq!(gate(last, incoming), want, "{last:?} -> {incoming:?}");
+        }
+        assert_eq!(Stale.ignored_reason(), Some("stale_version"));
+        assert_eq!(DuplicateVersion.ignored_reason(), Some("duplicate_version"));
+        assert_eq!(Deliver.ignored_reason(), None);
+        assert_eq!(KindMismatch.ignored_reason(), None);
+    }
+}

@@ -1,0 +1,150 @@
+//! The claim loop of a process's worker pool: claim due events in batches, deliver them on a
+//! bounded number of tasks, and on shutdown give in-flight deliveries the grace period before
+//! releasing their claims.
+
+use super::{Worker, janitor};
+use crate::inbox::{Claimed, Inbox};
+use crate::metrics::Metrics;
+use chrono::Utc;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+impl Worker {
+    /// Claims and delivers until `shutdown` resolves; then stops claiming, lets in-flight
+    /// deliveries finish within the grace period and releases the claims of the rest.
+    pub async fn run(&self, shutdown: impl Future<Output = ()>) {
+        let cfg = &self.inner.cfg;
+        let permits = Arc::new(Semaphore::new(cfg.concurrency));
+        let in_flight: Arc<Mutex<HashMap<i64, Claimed>>> = Arc::default();
+        let mut tasks = JoinSet::new();
+        let janitor = tokio::spawn(janitor::run(
+            self.inner.inbox.clone(),
+            self.clone(),
+            cfg.janitor_every,
+        ));
+        let gauges = tokio::spawn(refresh_inbox_gauges(
+            self.inner.inbox.clone(),
+            self.inner.metrics.clone(),
+        ));
+
+        tokio::pin!(shutdown);
+        loop {
+            while tasks.try_join_next().is_some() {}
+            let free = permits.available_permits();
+            if !claim_now(free, cfg.concurrency) {
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    _ = tasks.join_next() => continue,
+                }
+            }
+            // A cluster worker learns its targets from a watch: an event claimed before the
+            // first complete list would be deferred for a minute as unconfigured.
+            if !self.targets_loaded() {
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    _ = tokio::time::sleep(cfg.poll) => continue,
+                }
+            }
+            let now = Utc::now();
+            let until = crate::time::after(now, cfg.lease);
+            let batch = match self.claim(now, until, free as i64).await {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(error = %e, "claiming events failed; retrying");
+                    Vec::new()
+                }
+            };
+            if batch.is_empty() {
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    _ = tokio::time::sleep(cfg.poll) => continue,
+                }
+            }
+            for event in batch {
+                let permit = permits
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .expect("semaphore is never closed");
+                in_flight
+                    .lock()
+                    .expect("lock poisoned")
+                    .insert(event.id, event.clone());
+                let (worker, in_flight) = (self.clone(), in_flight.clone());
+                tasks.spawn(async move {
+                    worker.deliver(&event).await;
+                    in_flight.lock().expect("lock poisoned").remove(&event.id);
+                    drop(permit);
+                });
+            }
+        }
+        janitor.abort();
+        gauges.abort();
+        let drained = tokio::time::timeout(cfg.grace, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+        }
+        let left: Vec<Claimed> = in_flight
+            .lock()
+            .expect("lock poisoned")
+            .drain()
+            .map(|(_, c)| c)
+            .collect();
+        for event in left {
+            if let Err(e) = self.inner.inbox.release(&event, Utc::now()).await {
+                tracing::warn!(event_id = %event.event_id, error = %e, "could not release claim; it returns after the lease");
+            }
+        }
+    }
+}
+
+/// Whether to claim now with `free` of `concurrency` delivery slots free. While deliveries run,
+/// a claim waits until a quarter of the slots are free, so that a busy worker spends one claim
+/// commit on several events rather than one per event. An idle worker claims at once.
+fn claim_now(free: usize, concurrency: usize) -> bool {
+    free > 0 && (free >= concurrency || free >= concurrency.div_ceil(4))
+}
+
+/// Keeps the inbox gauges (events by status, oldest pending age) current for `/metrics`.
+async fn refresh_inbox_gauges(inbox: Inbox, metrics: Arc<Metrics>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(15));
+    loop {
+        tick.tick().await;
+        match inbox.stats(Utc::now()).await {
+            Ok(stats) => metrics.set_inbox(&stats),
+            Err(e) => tracing::debug!(error = %e, "could not read inbox figures for metrics"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::claim_now;
+
+    #[test]
+    fn a_busy_worker_claims_once_a_quarter_of_its_slots_are_free() {
+        let cases = [
+            // (free, concurrency, claim)
+            (16, 16, true),
+            (4, 16, true),
+            (3, 16, false),
+            (0, 16, false),
+            (1, 1, true),
+            (0, 1, false),
+            (1, 2, true),
+            (1, 5, false),
+            (2, 5, true),
+        ];
+        for (free, concurrency, want) in cases {
+            assert_eq!(claim_now(free, concurrency), want, "{free}/{concurrency}");
+        }
+    }
+}
