@@ -80,9 +80,9 @@ pub fn check(target: &DeliveryTarget, policy: &Policy) -> Result<(), destination
     }
 }
 
-/// Sends one attempt. Errors are reduced to text without the URL, which may carry credentials.
+/// POSTs one signed attempt to the destination. Errors are reduced to text without the URL, which may carry credentials.
 /// `client` must resolve through [`resolver::Guarded`] with the same `policy`.
-pub async fn send(
+pub async fn post_attempt(
     client: &reqwest::Client,
     policy: &Policy,
     target: &DeliveryTarget,

@@ -138,14 +138,14 @@ impl Worker {
         // The attempt ends inside the claim's lease: past it another worker may claim the event
         // and send it again while this attempt still runs.
         let limit = retry::attempt_timeout(target.timeout, inner.cfg.lease);
-        let send = deliver::send(
+        let attempt = deliver::post_attempt(
             &inner.client,
             &inner.destinations,
             target,
             event,
             started_at,
         );
-        let result = tokio::time::timeout(limit, send)
+        let result = tokio::time::timeout(limit, attempt)
             .await
             .unwrap_or(AttemptResult::Timeout);
         if let AttemptResult::Refused(reason) = &result {

@@ -15,15 +15,6 @@ mod pool;
 pub mod resolver;
 pub mod retry;
 
-/// The retry and ordering rules under their former path. New code names [`retry`] and
-/// [`ordering`]; this goes once nothing outside the crate uses it.
-pub mod policy {
-    pub use super::ordering::{Gate, Version, gate};
-    pub use super::retry::{
-        AttemptResult, Outcome, attempt_timeout, decide, orphaned, parse_retry_after, retry_delay,
-    };
-}
-
 use crate::destination;
 use crate::inbox::{Claimed, Inbox};
 use crate::metrics::Metrics;

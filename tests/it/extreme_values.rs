@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use hookgate::controller::{generated, phases};
 use hookgate::crd::{KeySpec, KeyStatus, SecretKeyRef, limits};
-use hookgate::worker::policy;
+use hookgate::worker::retry;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -49,17 +49,17 @@ fn time_computations_saturate_for_any_duration_and_instant() {
             let earlier = hookgate::time::before(t, d);
             assert!(earlier <= t && t <= later);
             for &u in &ts {
-                let _ = policy::orphaned(t, u, d);
+                let _ = retry::orphaned(t, u, d);
             }
         }
     }
     for &d in &ds {
         for &lease in &ds {
-            assert!(policy::attempt_timeout(d, lease) <= d);
+            assert!(retry::attempt_timeout(d, lease) <= d);
         }
         for attempt in [0, 1, 2, 31, 32, 33, u32::MAX] {
             for jitter in [-1.0, 0.0, 1.0, f64::MAX, f64::NAN] {
-                let _ = policy::retry_delay(attempt, &[d, Duration::MAX, d], jitter);
+                let _ = retry::retry_delay(attempt, &[d, Duration::MAX, d], jitter);
             }
         }
     }
