@@ -16,6 +16,7 @@ macro_rules! backend {
 mod batch;
 mod complete;
 mod dead_letters;
+mod dedupe;
 mod delivery;
 mod event;
 mod group;
