@@ -1,11 +1,11 @@
 //! Storing many verified events in one transaction: the storage half of group commit.
 //!
-//! The outcome of each event is what it would have been had the events been inserted one after
-//! the other in arrival order: a signature seen twice is a replay, an event id seen twice a
-//! duplicate (or a conflict when the bodies differ). Only the SQL differs per backend: PostgreSQL
+//! Which outcome each event gets is decided in [`super::dedupe`]; this module asks the database
+//! what that rule needs and writes what it decided. Only the SQL differs per backend: PostgreSQL
 //! binds whole columns as arrays (`UNNEST`, one prepared statement whatever the batch size), SQLite
 //! gets a `VALUES` list (statements are prepared in-process there, so their number costs little).
 
+use super::dedupe::{Incoming, Key, Nonces};
 use super::{Inbox, InsertOutcome, NewEvent, Status};
 use crate::Result;
 use chrono::{DateTime, Utc};
@@ -13,14 +13,12 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, QueryBuilder, Row, Sqlite, SqliteConnection};
 use std::collections::{HashMap, HashSet};
 
-type Key = (String, String);
-
 /// A connection the batch statements run on: inside a transaction, or in autocommit.
 struct On<'c, C>(&'c mut C);
 
 /// The per-backend statements a batch needs.
 trait BatchTx {
-    /// Records each event's signature digest; returns the indexes whose digest was fresh.
+    /// Records each event's signature digest; returns, per event, whether its digest was fresh.
     async fn claim_nonces(&mut self, evs: &[&NewEvent], now: DateTime<Utc>) -> Result<Vec<bool>>;
     /// Inserts the events (distinct keys); returns the row id per inserted (integration, event id).
     async fn insert_events(&mut self, evs: &[&NewEvent]) -> Result<HashMap<Key, i64>>;
@@ -63,88 +61,43 @@ impl Inbox {
 }
 
 async fn run<T: BatchTx>(tx: &mut T, events: &[NewEvent]) -> Result<Vec<InsertOutcome>> {
-    let mut out: Vec<Option<InsertOutcome>> = vec![None; events.len()];
     let now = events
         .iter()
         .map(|e| e.received_at)
         .max()
         .expect("not empty");
+    let pick = |ask: &[usize]| -> Vec<&NewEvent> { ask.iter().map(|&i| &events[i]).collect() };
 
-    // 1. Signatures, for events whose id is not signed: a digest repeated inside the batch is a
-    //    replay of its first copy, and a digest still remembered from earlier is a replay.
-    let mut seen = HashSet::new();
-    let mut live = Vec::with_capacity(events.len());
-    let mut signed = Vec::new();
-    for (i, ev) in events.iter().enumerate() {
-        if !ev.needs_nonce {
-            live.push(i);
-        } else if seen.insert((ev.integration.as_str(), &ev.digest)) {
-            signed.push(i);
-        } else {
-            out[i] = Some(InsertOutcome::Replay);
-        }
-    }
-    if !signed.is_empty() {
-        let refs: Vec<&NewEvent> = signed.iter().map(|&i| &events[i]).collect();
-        let fresh = tx.claim_nonces(&refs, now).await?;
-        for (&i, fresh) in signed.iter().zip(fresh) {
-            if fresh {
-                live.push(i);
-            } else {
-                out[i] = Some(InsertOutcome::Replay);
-            }
-        }
-        // Keep arrival order: it decides which copy of an event id is "first".
-        live.sort_unstable();
-    }
-
-    // 2. Events: the first of each (integration, event id) is inserted; later ones compare with it.
-    let mut leaders = HashSet::new();
-    let (first, followers): (Vec<usize>, Vec<usize>) = live.iter().partition(|&&i| {
-        leaders.insert((events[i].integration.as_str(), events[i].event_id.as_str()))
-    });
-    let refs: Vec<&NewEvent> = first.iter().map(|&i| &events[i]).collect();
-    let ids = if refs.is_empty() {
+    let nonces = Nonces::new(events.iter().map(Incoming::from).collect());
+    let claim = pick(nonces.ask());
+    let fresh = if claim.is_empty() {
+        Vec::new()
+    } else {
+        tx.claim_nonces(&claim, now).await?
+    };
+    let inserts = nonces.answer(&fresh);
+    let insert = pick(inserts.ask());
+    let ids = if insert.is_empty() {
         HashMap::new()
     } else {
-        tx.insert_events(&refs).await?
+        tx.insert_events(&insert).await?
     };
-    let mut taken = Vec::new();
-    for &i in &first {
-        match ids.get(&key_of(&events[i])) {
-            Some(&id) => out[i] = Some(InsertOutcome::Inserted { id }),
-            None => taken.push(i),
-        }
+    let known = inserts.answer(&ids);
+    let compare = pick(known.ask());
+    let stored = if compare.is_empty() {
+        HashMap::new()
+    } else {
+        tx.stored_hashes(&compare).await?
+    };
+    let decided = known.answer(&stored);
+    for &i in decided.conflicts() {
+        tx.count_conflict(&events[i]).await?;
     }
-    taken.extend(followers);
-    if taken.is_empty() {
-        return Ok(out.into_iter().map(|o| o.expect("decided")).collect());
+    let forget = pick(decided.forget());
+    if !forget.is_empty() {
+        tx.forget_nonces(&forget).await?;
     }
-
-    // 3. Known ids: same body is a provider retry, another body a conflict (first one kept).
-    let refs: Vec<&NewEvent> = taken.iter().map(|&i| &events[i]).collect();
-    let stored = tx.stored_hashes(&refs).await?;
-    for &i in &taken {
-        let ev = &events[i];
-        let same = stored
-            .get(&key_of(ev))
-            .is_some_and(|h| h[..] == ev.body_sha256[..]);
-        out[i] = Some(if same {
-            InsertOutcome::Duplicate
-        } else {
-            tx.count_conflict(ev).await?;
-            InsertOutcome::Conflict
-        });
-    }
-    let remembered: Vec<&NewEvent> = refs.into_iter().filter(|e| e.needs_nonce).collect();
-    if !remembered.is_empty() {
-        tx.forget_nonces(&remembered).await?;
-    }
-    Ok(out.into_iter().map(|o| o.expect("decided")).collect())
-}
-
-fn key_of(ev: &NewEvent) -> Key {
-    (ev.integration.clone(), ev.event_id.clone())
+    Ok(decided.outcomes())
 }
 
 fn signed_at(ev: &NewEvent) -> Option<DateTime<Utc>> {

@@ -16,18 +16,20 @@ macro_rules! backend {
 mod batch;
 mod complete;
 mod dead_letters;
+mod dedupe;
 mod delivery;
 mod event;
 mod group;
+mod list;
 mod retention;
-mod store;
+mod stats;
 
 pub use complete::Completer;
 pub use dead_letters::*;
 pub use delivery::{Advance, Attempt, CLAIM_PG, Claimed, Completion};
 pub use event::{EventSummary, InsertOutcome, ListFilter, NewEvent, Status};
 pub use group::{GroupCommit, GroupCommitConfig, MAX_BATCH};
-pub use store::InboxStat;
+pub use stats::InboxStat;
 
 use crate::redact::redact_url;
 use crate::{Error, Result};
@@ -145,6 +147,14 @@ impl Inbox {
             Inbox::Sqlite(p) => SQLITE_MIGRATIONS.run(p).await?,
         }
         Ok(())
+    }
+
+    /// A trivial round trip, for readiness.
+    pub async fn ping(&self) -> Result<()> {
+        backend!(self, pool => {
+            sqlx::query("SELECT 1").execute(pool).await?;
+            Ok(())
+        })
     }
 
     pub async fn close(&self) {

@@ -1,4 +1,5 @@
-//! Retention: dropping the payloads of finished events, then the finished events themselves.
+//! Retention: dropping the payloads of finished events, then the finished events themselves, and
+//! forgetting signature digests once their replay window has passed.
 //!
 //! "Finished" means `processed` or `ignored`; the instant it finished is `processed_at` (set for
 //! both by the worker), or `received_at` for rows that never had one (ignored on arrival). Dead
@@ -7,6 +8,8 @@
 use super::Inbox;
 use crate::Result;
 use chrono::{DateTime, Utc};
+
+const PRUNE_NONCES: &str = "DELETE FROM signature_nonces WHERE expires_at <= $1";
 
 const PURGE_PAYLOADS: &str = "UPDATE inbox_events SET body = $1, body_purged_at = $2 \
      WHERE integration = $3 AND status IN ('processed', 'ignored') AND body_purged_at IS NULL \
@@ -81,6 +84,13 @@ impl Inbox {
                 .rows_affected();
             tx.commit().await?;
             Ok(n)
+        })
+    }
+
+    /// Forgets signature digests whose window has passed. Returns how many were removed.
+    pub async fn prune_nonces(&self, now: DateTime<Utc>) -> Result<u64> {
+        backend!(self, pool => {
+            Ok(sqlx::query(PRUNE_NONCES).bind(now).execute(pool).await?.rows_affected())
         })
     }
 

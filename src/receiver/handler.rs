@@ -4,6 +4,7 @@
 
 use super::Receiver;
 use super::limits::RouteLimiter;
+use super::reply;
 use crate::http::reply::Reply;
 use crate::inbox::{InsertOutcome, NewEvent};
 use crate::metrics::Metrics;
@@ -14,9 +15,6 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
-
-/// Longest event id or type we store; longer ones are refused rather than truncated.
-const MAX_FIELD_LEN: usize = 512;
 
 pub(super) async fn handle(State(rx): State<Receiver>, req: Request) -> Response {
     let routing = rx.routes.load_full();
@@ -64,12 +62,10 @@ async fn process(
     if let Some(reply) = over(limiter.verified.as_ref()) {
         return reply;
     }
-    if let Some(ts) = verified.timestamp() {
-        // Exact to the millisecond: |now - ts| == tolerance is still inside the window.
-        let skew_ms = (now.timestamp_millis() as i128 - ts as i128 * 1000).unsigned_abs();
-        if skew_ms > route.tolerance.as_millis() {
-            return Reply::TimestampOutsideWindow;
-        }
+    if let Some(ts) = verified.timestamp()
+        && !reply::within_window(now, ts, route.tolerance)
+    {
+        return Reply::TimestampOutsideWindow;
     }
 
     let json = needs_json(route)
@@ -81,10 +77,7 @@ async fn process(
         return Reply::Malformed;
     };
     let event_type = extract(&route.event_type, &parts.headers, json.as_ref());
-    // Control characters (NUL above all) cannot be stored as text; refuse them as a bad request
-    // rather than let the database turn them into a 503.
-    let storable = |v: &str| v.len() <= MAX_FIELD_LEN && !v.chars().any(char::is_control);
-    if !storable(&event_id) || !event_type.as_deref().is_none_or(storable) {
+    if !reply::storable(&event_id) || !event_type.as_deref().is_none_or(reply::storable) {
         return Reply::Malformed;
     }
     let ignored = !route.allows(event_type.as_deref());
@@ -111,28 +104,25 @@ async fn process(
         matches!(route.event_id, Source::Pointer(_)),
     );
     let key_id = event.key_id().to_string();
-    let reply = match rx.intake.insert(event).await {
-        Ok(InsertOutcome::Inserted { .. }) if ignored => Reply::Ignored,
-        Ok(InsertOutcome::Inserted { .. }) => Reply::Accepted,
-        Ok(InsertOutcome::Duplicate | InsertOutcome::Replay) => {
-            Metrics::count(&rx.metrics.duplicates, &route.integration);
-            Reply::Duplicate
-        }
+    let result = rx.intake.insert(event).await;
+    let reply = reply::stored(&result, ignored);
+    if reply == Reply::Duplicate {
+        Metrics::count(&rx.metrics.duplicates, &route.integration);
+    }
+    match result {
         Ok(InsertOutcome::Conflict) => {
-            Metrics::count(&rx.metrics.duplicates, &route.integration);
             Metrics::count(&rx.metrics.dedupe_conflicts, &route.integration);
             tracing::warn!(
                 integration = %route.integration,
                 event_id = %event_id,
                 "dedupe conflict: a known event id arrived with a different body; kept the first"
             );
-            Reply::Duplicate
         }
         Err(e) => {
             tracing::error!(integration = %route.integration, error = %e, "inbox insert failed");
-            Reply::InboxUnavailable
         }
-    };
+        Ok(_) => {}
+    }
     // One line per stored or deduplicated event; never the body, headers or signature.
     if matches!(reply, Reply::Accepted | Reply::Ignored | Reply::Duplicate) {
         tracing::info!(
@@ -150,12 +140,9 @@ async fn process(
 /// 429 when `limiter` has no room left for one more request.
 fn over(limiter: Option<&governor::DefaultDirectRateLimiter>) -> Option<Reply> {
     let not_until = limiter?.check().err()?;
-    let wait = not_until.wait_time_from(governor::clock::Clock::now(
-        &governor::clock::DefaultClock::default(),
-    ));
-    Some(Reply::RateLimited {
-        retry_after_secs: wait.as_secs_f64().ceil() as u64,
-    })
+    Some(reply::rate_limited(not_until.wait_time_from(
+        governor::clock::Clock::now(&governor::clock::DefaultClock::default()),
+    )))
 }
 
 /// A request that failed verification spends the route's unverified budget, then gets 429.
@@ -171,10 +158,7 @@ fn refused(
         return reply;
     }
     tracing::debug!(integration = %route.integration, reason = rejection.reason(), "request refused");
-    match rejection {
-        Rejection::Malformed(_) => Reply::Malformed,
-        Rejection::InvalidSignature(_) => Reply::InvalidSignature,
-    }
+    reply::refused(&rejection)
 }
 
 async fn read_body(

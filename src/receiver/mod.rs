@@ -3,6 +3,7 @@
 
 mod handler;
 pub mod limits;
+mod reply;
 
 use crate::inbox::{GroupCommit, GroupCommitConfig, Inbox};
 use crate::metrics::Metrics;
