@@ -31,6 +31,3 @@ pub mod worker;
 pub mod cli;
 pub mod plugin;
 pub mod run;
-
-mod error;
-pub use error::{Error, Result};

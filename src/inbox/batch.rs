@@ -5,9 +5,9 @@
 //! binds whole columns as arrays (`UNNEST`, one prepared statement whatever the batch size), SQLite
 //! gets a `VALUES` list (statements are prepared in-process there, so their number costs little).
 
+use super::Result;
 use super::dedupe::{Incoming, Key, Nonces};
 use super::{Inbox, InsertOutcome, NewEvent, Status};
-use crate::Result;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::{PgConnection, QueryBuilder, Row, Sqlite, SqliteConnection};

@@ -4,7 +4,7 @@
 
 use super::group::{Batcher, CommitFn, Settings};
 use super::{Attempt, Claimed, Completion, Inbox};
-use crate::{Error, Result};
+use super::{Error, Result};
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use std::collections::HashSet;

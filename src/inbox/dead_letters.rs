@@ -5,7 +5,7 @@
 //! that condition itself, so a row that changed status in between is simply not affected.
 
 use super::Inbox;
-use crate::{Error, Result};
+use super::{Error, Result};
 use chrono::{DateTime, Utc};
 use serde::{Serialize, Serializer};
 use sqlx::types::Json;

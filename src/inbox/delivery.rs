@@ -3,7 +3,7 @@
 //! worker whose lease expired and was re-claimed elsewhere cannot overwrite the newer attempt.
 
 use super::Inbox;
-use crate::Result;
+use super::Result;
 use chrono::{DateTime, Utc};
 use sqlx::Row;
 

@@ -5,8 +5,8 @@
 //! caps a 2-core machine at a few thousand events per second, while one commit per 50 events gets
 //! tens of thousands. Durability is unchanged: every answer still follows a synchronous commit.
 
+use super::{Error, Result};
 use super::{Inbox, InsertOutcome, NewEvent};
-use crate::{Error, Result};
 use prometheus_client::metrics::histogram::Histogram;
 use std::future::Future;
 use std::pin::Pin;

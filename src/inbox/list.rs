@@ -1,8 +1,8 @@
 //! Reading the inbox back for people (`hookgate inbox`, tests): events without their bodies,
 //! and the size of the tables.
 
+use super::Result;
 use super::{EventSummary, Inbox, ListFilter};
-use crate::Result;
 use sqlx::Row;
 
 const LIST: &str = "SELECT id, integration, event_id, event_type, status, scheme, key_id, attempts, \

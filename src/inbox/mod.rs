@@ -32,7 +32,9 @@ pub use group::{GroupCommit, GroupCommitConfig, MAX_BATCH};
 pub use stats::InboxStat;
 
 use crate::redact::redact_url;
-use crate::{Error, Result};
+mod error;
+
+pub use error::{Error, Result};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,

@@ -6,7 +6,7 @@
 //! letters and events still in the queue (`pending`, `processing`, `retry`) are never touched.
 
 use super::Inbox;
-use crate::Result;
+use super::Result;
 use chrono::{DateTime, Utc};
 
 const PRUNE_NONCES: &str = "DELETE FROM signature_nonces WHERE expires_at <= $1";

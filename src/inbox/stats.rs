@@ -2,7 +2,7 @@
 //! status, and when each key last verified an event.
 
 use super::Inbox;
-use crate::Result;
+use super::Result;
 use chrono::{DateTime, Utc};
 use sqlx::Row;
 

@@ -2,9 +2,9 @@
 //! limit or an insert gets, whether a signed timestamp is fresh enough, and which event ids and
 //! types can be stored.
 
-use crate::Result;
 use crate::http::reply::Reply;
 use crate::inbox::InsertOutcome;
+use crate::inbox::Result;
 use crate::signature::Rejection;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
@@ -57,7 +57,7 @@ pub(super) fn stored(result: &Result<InsertOutcome>, ignored: bool) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Error;
+    use crate::inbox::Error;
 
     #[test]
     fn every_rejection_has_its_reply() {

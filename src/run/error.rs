@@ -14,7 +14,7 @@ pub enum Error {
     #[error(transparent)]
     Manifest(#[from] crate::manifest::Error),
     #[error(transparent)]
-    Inbox(#[from] crate::Error),
+    Inbox(#[from] crate::inbox::Error),
     #[error(transparent)]
     Listener(#[from] crate::http::Error),
     /// A listener failed while serving.
@@ -34,7 +34,7 @@ impl Error {
             Error::KubeConnect(_) => "kube_connect",
             Error::LeaderElection(_) => "leader_election",
             Error::Manifest(e) => e.metric_label(),
-            Error::Inbox(_) => "inbox",
+            Error::Inbox(e) => e.metric_label(),
             Error::Listener(e) => e.metric_label(),
             Error::Serve { .. } => "serve",
         }

@@ -12,7 +12,7 @@ use std::time::Duration;
 /// One pass over every integration in the inbox. Returns (bodies dropped, events deleted,
 /// nonces). Integrations no longer configured keep the default retention, so their rows do not
 /// stay forever.
-pub async fn sweep(inbox: &Inbox, worker: &Worker) -> crate::Result<(u64, u64, u64)> {
+pub async fn sweep(inbox: &Inbox, worker: &Worker) -> crate::inbox::Result<(u64, u64, u64)> {
     let now = Utc::now();
     let (mut purged, mut deleted) = (0, 0);
     let targets = worker.targets_snapshot();

@@ -159,7 +159,7 @@ impl Worker {
         now: chrono::DateTime<Utc>,
         lease_until: chrono::DateTime<Utc>,
         limit: i64,
-    ) -> crate::Result<Vec<Claimed>> {
+    ) -> crate::inbox::Result<Vec<Claimed>> {
         let deadline = self.inner.cfg.db.deadline();
         crate::inbox::within(deadline, self.inner.inbox.claim(now, lease_until, limit)).await
     }
@@ -179,7 +179,7 @@ impl Worker {
     }
 
     /// Claims one batch and delivers it to the end. For tests and one-shot runs.
-    pub async fn run_once(&self) -> crate::Result<usize> {
+    pub async fn run_once(&self) -> crate::inbox::Result<usize> {
         let now = Utc::now();
         let until = crate::time::after(now, self.inner.cfg.lease);
         let batch = self

@@ -14,7 +14,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["signature", "destination"],
     ),
     ("core: the CRD", &["crd"]),
-    ("core: compiled routes", &["route", "error"]),
+    ("core: compiled routes", &["route"]),
     ("storage", &["inbox", "tls"]),
     ("configuration and metrics", &["manifest", "metrics"]),
     ("HTTP plumbing", &["http"]),
