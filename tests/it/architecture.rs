@@ -200,3 +200,44 @@ fn a_backwards_import_is_reported() {
         "two roles share a layer and may not import each other"
     );
 }
+
+/// docs/architecture.md is the map for a newcomer: every `src/...` or `tests/...` path it names
+/// must exist (`{a,b}` expands), so a move that forgets the map fails here.
+#[test]
+fn the_architecture_doc_names_only_files_that_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let mut missing = Vec::new();
+    let mut named = 0;
+    for (i, span) in doc.split('`').enumerate() {
+        if i % 2 == 0 || !(span.starts_with("src/") || span.starts_with("tests/")) {
+            continue;
+        }
+        for path in expand(span.trim_end_matches('*')) {
+            named += 1;
+            // `src/signature/<scheme>.rs`, `src/signature/*.rs`: the directory must exist.
+            let path = match path.rfind(['*', '<']) {
+                Some(i) => path[..i].to_string(),
+                None => path,
+            };
+            if !root.join(&path).exists() {
+                missing.push(path);
+            }
+        }
+    }
+    assert!(named > 30, "the scan found only {named} paths");
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md names missing files: {missing:?}"
+    );
+}
+
+fn expand(path: &str) -> Vec<String> {
+    match (path.find('{'), path.find('}')) {
+        (Some(a), Some(b)) if a < b => path[a + 1..b]
+            .split(',')
+            .flat_map(|alt| expand(&format!("{}{alt}{}", &path[..a], &path[b + 1..])))
+            .collect(),
+        _ => vec![path.to_string()],
+    }
+}

@@ -1,0 +1,106 @@
+//! Flags shared by the roles that hold database connections and listen: the database limits, the
+//! listener's limits and the receiver's group commit.
+
+use anyhow::bail;
+use clap::Args;
+
+/// Deadlines of database calls (request path, worker claims and completions).
+#[derive(Args, Debug, Clone)]
+pub struct DbArgs {
+    /// How long a call may wait for a pooled database connection.
+    #[arg(long, default_value_t = crate::inbox::DbLimits::default().acquire_timeout.into(), env = "HOOKGATE_DB_ACQUIRE_TIMEOUT")]
+    pub db_acquire_timeout: humantime::Duration,
+    /// How long one statement may run or wait for locks (PostgreSQL statement_timeout, SQLite
+    /// busy timeout). A request answers 503 within both timeouts together.
+    #[arg(long, default_value_t = crate::inbox::DbLimits::default().statement_timeout.into(), env = "HOOKGATE_DB_STATEMENT_TIMEOUT")]
+    pub db_statement_timeout: humantime::Duration,
+}
+
+impl DbArgs {
+    pub fn limits(&self) -> anyhow::Result<crate::inbox::DbLimits> {
+        if self.db_acquire_timeout.is_zero() || self.db_statement_timeout.is_zero() {
+            bail!("--db-acquire-timeout and --db-statement-timeout must be more than 0");
+        }
+        Ok(crate::inbox::DbLimits {
+            acquire_timeout: *self.db_acquire_timeout,
+            statement_timeout: *self.db_statement_timeout,
+        })
+    }
+}
+
+/// Connection-level limits of the receiver's listener (the admin port takes the header timeout).
+#[derive(Args, Debug, Clone)]
+pub struct ListenerArgs {
+    /// How long a client may take to send a request's headers; a kept-alive connection idle this
+    /// long is closed too. Slow-header clients are dropped.
+    #[arg(long, default_value_t = crate::http::listener::HEADER_TIMEOUT.into(), env = "HOOKGATE_HEADER_TIMEOUT")]
+    pub header_timeout: humantime::Duration,
+    /// How long a client may take to send a request's body before it gets 408.
+    #[arg(long, default_value_t = crate::receiver::BODY_TIMEOUT.into(), env = "HOOKGATE_BODY_TIMEOUT")]
+    pub body_timeout: humantime::Duration,
+    /// Open connections at once; more are answered 503 `overloaded` and closed.
+    #[arg(long, default_value_t = crate::http::listener::MAX_CONNECTIONS, env = "HOOKGATE_MAX_CONNECTIONS")]
+    pub max_connections: usize,
+    /// Requests being handled at once; more are answered 503 `overloaded`, never queued.
+    #[arg(long, default_value_t = crate::http::listener::MAX_IN_FLIGHT, env = "HOOKGATE_MAX_IN_FLIGHT")]
+    pub max_in_flight: usize,
+    /// Requests per second (and burst) that may fail verification on one route before the rest
+    /// get 429; they never spend the route's limits.requestsPerSecond. 0: no limit.
+    #[arg(long, default_value_t = crate::receiver::limits::UNVERIFIED_RPS, env = "HOOKGATE_UNVERIFIED_RPS")]
+    pub unverified_rps: u32,
+}
+
+impl ListenerArgs {
+    pub fn limits(&self) -> anyhow::Result<crate::http::listener::Limits> {
+        if self.max_connections == 0 || self.max_in_flight == 0 {
+            bail!("--max-connections and --max-in-flight must be at least 1");
+        }
+        if self.header_timeout.is_zero() || self.body_timeout.is_zero() {
+            bail!("--header-timeout and --body-timeout must be more than 0");
+        }
+        Ok(crate::http::listener::Limits {
+            header_timeout: *self.header_timeout,
+            max_connections: self.max_connections,
+            max_in_flight: self.max_in_flight,
+        })
+    }
+}
+
+/// Group commit: how the receiver gathers concurrent requests into one transaction.
+#[derive(Args, Debug, Clone)]
+pub struct CommitArgs {
+    /// How long a batch may wait for more requests once the receiver is busy. 0: a batch is
+    /// whatever arrived while the previous one committed. A lone request never waits.
+    #[arg(long, default_value = "0ms", value_parser = humantime::parse_duration, env = "HOOKGATE_COMMIT_WINDOW")]
+    pub commit_window: std::time::Duration,
+    /// Most events committed in one transaction (1-1000).
+    #[arg(long, default_value_t = 64, env = "HOOKGATE_COMMIT_BATCH")]
+    pub commit_batch: usize,
+    /// Transactions in flight at once [default: 1].
+    #[arg(long, env = "HOOKGATE_COMMIT_CONCURRENCY")]
+    pub commit_concurrency: Option<usize>,
+}
+
+impl CommitArgs {
+    pub fn config(
+        &self,
+        db: crate::inbox::DbLimits,
+    ) -> anyhow::Result<crate::inbox::GroupCommitConfig> {
+        if !(1..=crate::inbox::MAX_BATCH).contains(&self.commit_batch) {
+            bail!(
+                "--commit-batch must be between 1 and {}, got {}",
+                crate::inbox::MAX_BATCH,
+                self.commit_batch
+            );
+        }
+        if self.commit_concurrency == Some(0) {
+            bail!("--commit-concurrency must be at least 1");
+        }
+        Ok(crate::inbox::GroupCommitConfig {
+            window: self.commit_window,
+            max_batch: self.commit_batch,
+            concurrency: self.commit_concurrency,
+            db,
+        })
+    }
+}

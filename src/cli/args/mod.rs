@@ -1,0 +1,236 @@
+//! The flags of every subcommand, and their conversion into the roles' configs.
+
+mod listener;
+mod worker;
+
+pub use listener::{CommitArgs, DbArgs, ListenerArgs};
+pub use worker::WorkerArgs;
+
+use crate::inbox::Status;
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+pub(crate) const DEFAULT_DB: &str = "sqlite://hookgate.db";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "hookgate",
+    version,
+    about = "Receive third-party webhooks safely: verify, dedupe, commit, deliver"
+)]
+pub struct Cli {
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "HOOKGATE_LOG_FORMAT")]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Print the WebhookIntegration CustomResourceDefinition as YAML.
+    Crdgen,
+    /// Run the receiver from manifest files, on SQLite by default.
+    Standalone(StandaloneArgs),
+    /// Run the Kubernetes controller: WebhookIntegrations -> compiled routes, staged key rotation.
+    Controller(ControllerArgs),
+    /// Run the receiver in a cluster: routes come from the controller's compiled route Secrets.
+    Receiver(ReceiverArgs),
+    /// Run only the delivery workers (cluster mode: receivers run elsewhere).
+    Worker(WorkerModeArgs),
+    /// A local destination that prints every delivery (and checks its signature).
+    Sink(crate::cli::sink::SinkArgs),
+    /// Sign a request exactly like the integration's provider and send it.
+    Send(SendArgs),
+    /// Inspect the inbox.
+    Inbox {
+        #[command(subcommand)]
+        command: InboxCommand,
+    },
+    /// Inspect, replay and purge dead letters.
+    Dlq {
+        #[command(subcommand)]
+        command: crate::cli::dlq::DlqCommand,
+    },
+    /// Measure intake, duplicates, delivery and verification against plain PostgreSQL inserts.
+    Bench(crate::cli::bench::BenchArgs),
+    /// Apply database migrations and exit.
+    Migrate {
+        #[arg(long, env = "HOOKGATE_DATABASE_URL", default_value = DEFAULT_DB)]
+        database_url: String,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct StandaloneArgs {
+    /// Manifest files or directories (WebhookIntegrations and v1 Secrets).
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<PathBuf>,
+    #[arg(long, default_value = "127.0.0.1:8080", env = "HOOKGATE_LISTEN")]
+    pub listen: SocketAddr,
+    /// Admin endpoints: /metrics, /healthz, /readyz. Empty string disables them.
+    #[arg(long, default_value = "127.0.0.1:9090", env = "HOOKGATE_ADMIN_LISTEN")]
+    pub admin_listen: String,
+    #[arg(long, env = "HOOKGATE_DATABASE_URL", default_value = DEFAULT_DB)]
+    pub database_url: String,
+    /// Run the receiver only (deliver with `hookgate worker -f` elsewhere).
+    #[arg(long)]
+    pub no_workers: bool,
+    #[command(flatten)]
+    pub commit: CommitArgs,
+    #[command(flatten)]
+    pub listener: ListenerArgs,
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[command(flatten)]
+    pub worker: WorkerArgs,
+}
+
+/// `hookgate controller`.
+#[derive(Args, Debug)]
+pub struct ControllerArgs {
+    /// The controller's namespace: compiled routes and the leader-election Lease live here.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub namespace: String,
+    /// Only reconcile integrations in this namespace (default: all namespaces).
+    #[arg(long)]
+    pub watch_namespace: Option<String>,
+    /// The inbox, for each key's lastUsedAt (optional).
+    #[arg(long, env = "HOOKGATE_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// This replica's identity in the leader Lease.
+    #[arg(long, env = "POD_NAME", default_value = "hookgate-controller")]
+    pub identity: String,
+    /// Admin endpoints: /metrics, /healthz, /readyz. Empty string disables them.
+    #[arg(long, default_value = "0.0.0.0:9092", env = "HOOKGATE_ADMIN_LISTEN")]
+    pub admin_listen: String,
+}
+
+/// `hookgate receiver`: cluster mode.
+#[derive(Args, Debug)]
+pub struct ReceiverArgs {
+    #[arg(long, default_value = "0.0.0.0:8080", env = "HOOKGATE_LISTEN")]
+    pub listen: SocketAddr,
+    /// Admin endpoints: /metrics, /healthz, /readyz. Empty string disables them.
+    #[arg(long, default_value = "0.0.0.0:9090", env = "HOOKGATE_ADMIN_LISTEN")]
+    pub admin_listen: String,
+    #[arg(long, env = "HOOKGATE_DATABASE_URL")]
+    pub database_url: String,
+    /// The namespace holding compiled route Secrets (the receiver's own).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub namespace: String,
+    #[command(flatten)]
+    pub commit: CommitArgs,
+    #[command(flatten)]
+    pub listener: ListenerArgs,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+/// `hookgate worker`: the delivery workers alone, against a shared database.
+#[derive(Args, Debug)]
+pub struct WorkerModeArgs {
+    /// Manifest files or directories: the integrations whose events this process delivers.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        required_unless_present = "namespace",
+        conflicts_with = "namespace"
+    )]
+    pub files: Vec<PathBuf>,
+    /// In a cluster: take delivery targets from the compiled route Secrets of this namespace.
+    #[arg(long)]
+    pub namespace: Option<String>,
+    #[arg(long, env = "HOOKGATE_DATABASE_URL", default_value = DEFAULT_DB)]
+    pub database_url: String,
+    /// Admin endpoints: /metrics, /healthz, /readyz. Empty string disables them.
+    #[arg(long, default_value = "127.0.0.1:9091", env = "HOOKGATE_ADMIN_LISTEN")]
+    pub admin_listen: String,
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[command(flatten)]
+    pub worker: WorkerArgs,
+}
+
+pub(crate) fn admin_addr(s: &str) -> anyhow::Result<Option<SocketAddr>> {
+    match s {
+        "" => Ok(None),
+        s => Ok(Some(
+            s.parse().with_context(|| format!("--admin-listen {s:?}"))?,
+        )),
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct SendArgs {
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<PathBuf>,
+    /// `namespace/name` of the WebhookIntegration.
+    #[arg(long)]
+    pub integration: String,
+    #[command(flatten)]
+    pub request: SendRequestArgs,
+}
+
+/// What to send and where: shared by `hookgate send` and `kubectl hookgate send`.
+#[derive(Args, Debug, Clone)]
+pub struct SendRequestArgs {
+    #[arg(long, conflicts_with = "body", required_unless_present = "body")]
+    pub body_file: Option<PathBuf>,
+    #[arg(long)]
+    pub body: Option<String>,
+    /// Receiver URL. Without a path the integration's route is appended; with one it is used as is
+    /// (for a receiver behind an ingress that rewrites paths).
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// Private key for Ed25519 schemes (raw, base64, hex or PKCS#8 PEM).
+    #[arg(long)]
+    pub signing_key_file: Option<PathBuf>,
+    /// Sign with this key instead of the newest active one.
+    #[arg(long)]
+    pub key_id: Option<String>,
+    /// Event id for schemes that send it in a header (default: random).
+    #[arg(long)]
+    pub event_id: Option<String>,
+    /// Event type for schemes that send it in a header (GitHub, Shopify).
+    #[arg(long)]
+    pub event_type: Option<String>,
+    /// Signed timestamp (unix seconds) instead of now, to try the replay window.
+    #[arg(long, allow_hyphen_values = true)]
+    pub timestamp: Option<i64>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum InboxCommand {
+    /// List events, newest first, without bodies.
+    List {
+        #[arg(long, env = "HOOKGATE_DATABASE_URL", default_value = DEFAULT_DB)]
+        database_url: String,
+        /// `namespace/name`
+        #[arg(long)]
+        integration: Option<String>,
+        #[arg(long)]
+        status: Option<Status>,
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+        #[arg(long, default_value_t = 100)]
+        limit: i64,
+    },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    Table,
+    Json,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,77 @@
+
+use super::*;
+use crate::destination::{self, Scope};
+
+fn worker_args(args: &[&str]) -> Result<WorkerModeArgs, clap::Error> {
+    let argv = ["hookgate", "worker"].iter().chain(args);
+    match Cli::try_parse_from(argv)?.command {
+        Command::Worker(a) => Ok(a),
+        other => panic!("not a worker command: {other:?}"),
+    }
+}
+
+#[test]
+fn destination_flags_reach_the_worker_policy() {
+    let a = worker_args(&[
+        "--namespace",
+        "hookgate-system",
+        "--destinations",
+        "namespace",
+        "--allow-destination-host",
+        "*.Partner.example",
+        "--allow-destination-host",
+        "api.vendor.example.",
+        "--cluster-domain",
+        "corp.internal",
+    ])
+    .unwrap();
+    let cluster = a
+        .worker
+        .cluster_config(true, Default::default())
+        .unwrap()
+        .destinations;
+    assert_eq!(cluster.scope, Scope::Namespace);
+    assert_eq!(
+        cluster.allowed_hosts,
+        ["*.partner.example", "api.vendor.example"]
+    );
+    assert_eq!(cluster.cluster_domain, "corp.internal");
+    assert!(
+        !cluster.allow_loopback,
+        "a pod's loopback is not a destination"
+    );
+    assert!(
+        a.worker
+            .config(Default::default())
+            .unwrap()
+            .destinations
+            .allow_loopback
+    );
+}
+
+#[test]
+fn a_bare_worker_command_line_is_the_default_worker_config() {
+    let a = worker_args(&["-f", "x.yaml"]).unwrap();
+    let mut cfg = a.worker.config(Default::default()).unwrap();
+    // Taken from KUBERNETES_SERVICE_HOST when the tests run in a pod, not from a flag.
+    cfg.destinations.api_server.clear();
+    assert_eq!(cfg, crate::worker::WorkerConfig::default());
+}
+
+#[test]
+fn destinations_default_to_open_and_refuse_a_bad_host() {
+    let a = worker_args(&["-f", "x.yaml"]).unwrap();
+    let policy = a.worker.config(Default::default()).unwrap().destinations;
+    assert_eq!(policy.scope, Scope::Open);
+    assert_eq!(policy.cluster_domain, destination::DEFAULT_CLUSTER_DOMAIN);
+    assert!(policy.allowed_hosts.is_empty());
+    let e = worker_args(&[
+        "-f",
+        "x.yaml",
+        "--allow-destination-host",
+        "https://x.example",
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("is not a host name"), "{e}");
+}

@@ -1,0 +1,90 @@
+//! The worker's flags, turned into a `WorkerConfig` for files or for a cluster.
+
+use crate::destination::{self, Policy, Scope};
+use anyhow::bail;
+use clap::Args;
+
+#[derive(Args, Debug, Clone)]
+pub struct WorkerArgs {
+    /// Deliveries in flight at once in this process.
+    #[arg(long, default_value_t = crate::worker::defaults::CONCURRENCY, env = "HOOKGATE_CONCURRENCY")]
+    pub concurrency: usize,
+    /// How long a claimed event is leased. Each attempt ends by 3/4 of it, whatever the
+    /// integration's delivery timeout, so that it never outlives its claim.
+    #[arg(long, default_value_t = crate::worker::defaults::LEASE.into())]
+    pub lease: humantime::Duration,
+    /// Pause between claims when nothing is due.
+    #[arg(long, default_value_t = crate::worker::defaults::POLL.into())]
+    pub poll: humantime::Duration,
+    /// On SIGTERM, how long in-flight deliveries may finish before their claims are released.
+    #[arg(long, default_value_t = crate::worker::defaults::GRACE.into())]
+    pub grace: humantime::Duration,
+    /// How long an event whose integration is gone waits for it to come back before it is
+    /// dead-lettered as `integration_missing` (counted from its arrival).
+    #[arg(long, default_value_t = crate::worker::defaults::ORPHAN_GRACE.into(), env = "HOOKGATE_ORPHAN_GRACE")]
+    pub orphan_grace: humantime::Duration,
+    /// Where integrations may deliver: `open` (any Service, any external host) or `namespace`
+    /// (Services of the integration's own namespace, plus --allow-destination-host). Metadata
+    /// addresses and the API server are refused either way.
+    #[arg(long, value_enum, default_value_t = Scope::default(), env = "HOOKGATE_DESTINATIONS")]
+    pub destinations: Scope,
+    /// With `--destinations namespace`: an external host every integration may deliver to
+    /// (`api.example.com`, `*.example.com` for its subdomains, or an IP address). Repeat the flag,
+    /// or separate with commas in the variable.
+    #[arg(
+        long = "allow-destination-host",
+        value_name = "HOST",
+        env = "HOOKGATE_ALLOW_DESTINATION_HOSTS",
+        value_delimiter = ',',
+        value_parser = destination::parse_allowed_host
+    )]
+    pub allow_destination_hosts: Vec<String>,
+    /// The cluster's DNS domain, for `<svc>.<namespace>.svc.<domain>` destinations.
+    #[arg(long, default_value = destination::DEFAULT_CLUSTER_DOMAIN, env = "HOOKGATE_CLUSTER_DOMAIN")]
+    pub cluster_domain: String,
+}
+
+impl WorkerArgs {
+    pub(crate) fn config(
+        &self,
+        db: crate::inbox::DbLimits,
+    ) -> anyhow::Result<crate::worker::WorkerConfig> {
+        if self.concurrency == 0 {
+            bail!("--concurrency must be at least 1");
+        }
+        let cluster_domain = self.cluster_domain.trim_matches('.').to_ascii_lowercase();
+        if cluster_domain.is_empty() {
+            bail!("--cluster-domain must not be empty");
+        }
+        Ok(crate::worker::WorkerConfig {
+            concurrency: self.concurrency,
+            lease: *self.lease,
+            poll: *self.poll,
+            grace: *self.grace,
+            orphan_grace: *self.orphan_grace,
+            destinations: Policy {
+                scope: self.destinations,
+                allowed_hosts: self.allow_destination_hosts.clone(),
+                cluster_domain,
+                // Refused whenever the process runs in a pod, `worker -f` included.
+                api_server: crate::worker::resolver::api_server_from_env(),
+                ..Policy::default()
+            },
+            db,
+            ..Default::default()
+        })
+    }
+
+    /// `worker --namespace`: in a pod, loopback is the pod itself (and its sidecars), not a
+    /// destination. Out of one (the cluster test suite runs roles as host processes), local
+    /// sinks stay allowed.
+    pub(crate) fn cluster_config(
+        &self,
+        in_pod: bool,
+        db: crate::inbox::DbLimits,
+    ) -> anyhow::Result<crate::worker::WorkerConfig> {
+        let mut cfg = self.config(db)?;
+        cfg.destinations.allow_loopback = !in_pod;
+        Ok(cfg)
+    }
+}
