@@ -273,6 +273,12 @@ async fn sigterm_drains_requests_and_releases_claims(url: &str) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // The workers' grace (1 s) runs out and the hanging delivery's claim is released while the
+    // slow request is still open: the process has to outlive its workers for that request.
+    wait_row(&inbox, "held", "the claim released on shutdown", |r| {
+        r.status != "processing"
+    })
+    .await;
     slow.write_all(rest).await.unwrap();
     let mut answer = Vec::new();
     tokio::time::timeout(Duration::from_secs(60), slow.read_to_end(&mut answer))
