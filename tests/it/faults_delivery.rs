@@ -351,9 +351,9 @@ async fn worker_killed_mid_delivery_is_delivered_again_after_its_lease() {
         |h| h.len() >= n,
     )
     .await;
-    // Each event's lease as the killed worker holds it: nobody may deliver it again before.
-    let leases = leases(&url).await;
     drop(first); // SIGKILL, with every delivery still hanging
+    // Each event's lease as the killed worker left it: nobody may deliver it again before.
+    let leases = leases(&url).await;
     let stuck = rows(&url)
         .await
         .values()

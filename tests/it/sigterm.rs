@@ -249,7 +249,10 @@ async fn sigterm_drains_requests_and_releases_claims(url: &str) {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Ok(n) => {
                 let got = String::from_utf8_lossy(&early[..n]);
-                assert!(got.contains("overloaded"), "the slow request got {got:?}");
+                assert!(
+                    got.starts_with("HTTP/1.1 503 "),
+                    "the slow request got {got:?}"
+                );
                 slow = open().await;
             }
             Err(e) => panic!("the slow request's connection failed: {e}"),
