@@ -53,7 +53,7 @@ fi
 # The delivery-signature test checks hookgate's output with an independent implementation.
 if ! python3 -c 'import standardwebhooks' >/dev/null 2>&1; then
   python3 -m pip install --quiet --disable-pip-version-check standardwebhooks \
-    || echo "tests/run.sh: could not install the standardwebhooks Python package; that test will be skipped" >&2
+    || echo "tests/run.sh: could not install the standardwebhooks Python package; that test will be skipped (in CI it fails)" >&2
 fi
 
 if cargo fmt --version >/dev/null 2>&1; then

@@ -5,6 +5,8 @@
 //! it counted and fails on any loss.
 
 use crate::common::procs::{BIN, Proc, drop_database, free_port, fresh_database};
+use crate::common::skip_or_fail;
+use chrono::{DateTime, Utc};
 use hookgate::cli::send::{SendOptions, sign_request};
 use sqlx::{Connection, PgConnection};
 use std::collections::HashMap;
@@ -30,7 +32,9 @@ struct Hit {
     event: String,
     webhook_id: String,
     signature: String,
-    at: Instant,
+    /// Wall-clock time of arrival: the same clock hookgate writes leases and attempts with, so
+    /// a gap can be compared with what the database recorded.
+    at: DateTime<Utc>,
     act: Act,
 }
 
@@ -114,7 +118,7 @@ async fn serve(mut stream: tokio::net::TcpStream, plan: Plan, seen: Arc<Mutex<Ve
             event,
             webhook_id: header("webhook-id"),
             signature: header("webhook-signature"),
-            at: Instant::now(),
+            at: Utc::now(),
             act,
         });
         act
@@ -234,6 +238,36 @@ async fn rows(url: &str) -> HashMap<String, (String, i64, Option<String>)> {
     .collect()
 }
 
+/// Each event's lease (`locked_until`) as it stands now.
+async fn leases(url: &str) -> HashMap<String, Option<DateTime<Utc>>> {
+    let mut conn = PgConnection::connect(url).await.unwrap();
+    sqlx::query_as::<_, (String, Option<DateTime<Utc>>)>(
+        "SELECT event_id, locked_until FROM inbox_events",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap()
+    .into_iter()
+    .collect()
+}
+
+/// The recorded attempts of one event, in order: (attempt, started_at, duration_ms).
+async fn attempts(url: &str, event_id: &str) -> Vec<(i64, DateTime<Utc>, i64)> {
+    let mut conn = PgConnection::connect(url).await.unwrap();
+    sqlx::query_as(
+        "SELECT a.attempt, a.started_at, a.duration_ms FROM delivery_attempts a \
+         JOIN inbox_events e ON e.id = a.event_row WHERE e.event_id = $1 ORDER BY a.attempt",
+    )
+    .bind(event_id)
+    .fetch_all(&mut conn)
+    .await
+    .unwrap()
+}
+
+/// PostgreSQL keeps timestamps to the microsecond, rounded: a stored time may sit this far
+/// before or after the instant hookgate computed.
+const STORED: chrono::Duration = chrono::Duration::microseconds(1);
+
 async fn wait_rows(
     url: &str,
     what: &str,
@@ -270,7 +304,7 @@ fn setup(dest: &str, timeout: &str, schedule: &str, tolerance: &str) -> tempfile
 #[tokio::test]
 async fn worker_killed_mid_delivery_is_delivered_again_after_its_lease() {
     let Some((admin_url, url)) = fresh_database().await else {
-        eprintln!("skipped: DATABASE_URL is not set");
+        skip_or_fail("DATABASE_URL is not set (a PostgreSQL superuser URL; tests/run.sh sets it)");
         return;
     };
     let dest = Flaky::start(Arc::new(|_, nth| {
@@ -313,11 +347,13 @@ async fn worker_killed_mid_delivery_is_delivered_again_after_its_lease() {
     }
     dest.wait(
         "every first attempt in flight",
-        Duration::from_secs(15),
+        Duration::from_secs(60),
         |h| h.len() >= n,
     )
     .await;
     drop(first); // SIGKILL, with every delivery still hanging
+    // Each event's lease as the killed worker left it: nobody may deliver it again before.
+    let leases = leases(&url).await;
     let stuck = rows(&url)
         .await
         .values()
@@ -331,7 +367,7 @@ async fn worker_killed_mid_delivery_is_delivered_again_after_its_lease() {
         "second",
     )
     .await;
-    wait_rows(&url, "redelivery", Duration::from_secs(30), |r| {
+    wait_rows(&url, "redelivery", Duration::from_secs(60), |r| {
         r.values().all(|r| r.0 == "processed")
     })
     .await;
@@ -348,10 +384,12 @@ async fn worker_killed_mid_delivery_is_delivered_again_after_its_lease() {
             hits[0].webhook_id, hits[1].webhook_id,
             "the same webhook-id on redelivery"
         );
-        let gap = hits[1].at - hits[0].at;
+        // Exact, whatever the load: the redelivery's claim needs `locked_until <= now`.
+        let lease = leases[&format!("evt-{i}")].expect("a claimed event has a lease");
         assert!(
-            gap >= Duration::from_millis(1900),
-            "evt-{i} redelivered after {gap:?}, before its 2 s lease ended"
+            hits[1].at >= lease - STORED,
+            "evt-{i} redelivered at {}, before its lease ended at {lease}",
+            hits[1].at
         );
         redelivered += 1;
     }
@@ -376,7 +414,7 @@ async fn worker_killed_mid_delivery_is_delivered_again_after_its_lease() {
 #[tokio::test]
 async fn flapping_destination_retries_on_schedule_then_dead_letters_and_replays() {
     let Some((admin_url, url)) = fresh_database().await else {
-        eprintln!("skipped: DATABASE_URL is not set");
+        skip_or_fail("DATABASE_URL is not set (a PostgreSQL superuser URL; tests/run.sh sets it)");
         return;
     };
     let dest = Flaky::start(Arc::new(|event, nth| {
@@ -425,7 +463,7 @@ async fn flapping_destination_retries_on_schedule_then_dead_letters_and_replays(
     wait_rows(
         &url,
         "every event processed or dead-lettered",
-        Duration::from_secs(30),
+        Duration::from_secs(120),
         |r| {
             r.len() == ids.len()
                 && r.values()
@@ -443,14 +481,30 @@ async fn flapping_destination_retries_on_schedule_then_dead_letters_and_replays(
             "{id}"
         );
         assert_eq!(end[id].0, "processed");
-        // Each gap: the attempt itself (the hang lasts the 500 ms timeout) plus 300 ms ±10% jitter
-        // plus at most one poll (50 ms); the upper bound leaves room for a loaded machine.
-        let took = [Duration::ZERO, Duration::from_millis(500), Duration::ZERO];
-        for (k, pair) in hits.windows(2).enumerate() {
-            let gap = pair[1].at - pair[0].at;
-            let min = took[k] + Duration::from_millis(270);
+        let recorded = attempts(&url, id).await;
+        assert_eq!(
+            recorded.iter().map(|a| a.0).collect::<Vec<_>>(),
+            [1, 2, 3, 4],
+            "{id}: every attempt recorded"
+        );
+        // The hang ends at the 500 ms timeout, never before it.
+        assert!(recorded[1].2 >= 500, "{id}: the hang took {recorded:?}");
+        for k in 0..3 {
+            // Lower bound, exact on any machine: retry k+1 is due no earlier than attempt k's
+            // end (its recorded start and duration) plus the 300 ms step less its 10 % jitter.
+            let (_, started, took) = recorded[k];
+            let earliest = started + chrono::Duration::milliseconds(took + 270) - STORED;
             assert!(
-                gap >= min && gap <= min + Duration::from_millis(1500),
+                hits[k + 1].at >= earliest,
+                "{id} attempt {} at {}, before {earliest}: {recorded:?}",
+                k + 2,
+                hits[k + 1].at
+            );
+            // Upper bound, generous for a loaded machine: the schedule's 300 ms steps, not the
+            // default schedule's 30 s first step, set the pace.
+            let gap = hits[k + 1].at - hits[k].at;
+            assert!(
+                gap <= chrono::Duration::seconds(10),
                 "{id} gap {k}: {gap:?}"
             );
         }
@@ -479,7 +533,7 @@ async fn flapping_destination_retries_on_schedule_then_dead_letters_and_replays(
     wait_rows(
         &url,
         "replayed dead letters delivered",
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         |r| r.values().all(|r| r.0 == "processed"),
     )
     .await;
@@ -539,7 +593,7 @@ async fn flapping_destination_retries_on_schedule_then_dead_letters_and_replays(
 #[tokio::test]
 async fn clock_skew_within_tolerance_is_accepted_and_beyond_is_refused() {
     let Some((admin_url, url)) = fresh_database().await else {
-        eprintln!("skipped: DATABASE_URL is not set");
+        skip_or_fail("DATABASE_URL is not set (a PostgreSQL superuser URL; tests/run.sh sets it)");
         return;
     };
     let dir = setup("http://127.0.0.1:9/none", "1s", "[1s]", "60s");

@@ -458,3 +458,110 @@ fn example_secrets() -> Vec<String> {
     assert!(out.len() >= 10, "found the example secrets: {}", out.len());
     out
 }
+
+/// The same event id with a different body, through the real process with `--log-format json`:
+/// answered as a duplicate, and logged as exactly one `warn` line whose fields are the message,
+/// the integration and the event id (README, Dedupe), with neither body, no signature and no
+/// secret anywhere in the line.
+#[tokio::test]
+async fn a_dedupe_conflict_logs_one_warning_naming_integration_and_event_id_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifests = dir.path().join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let secret = "whsec_dedupe-conflict-test-secret";
+    std::fs::write(
+        manifests.join("conflict.yaml"),
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: k, namespace: c}}\nstringData: {{v1: {secret}}}\n---\n\
+             apiVersion: hookgate.dev/v1alpha1\nkind: WebhookIntegration\nmetadata: {{name: pay, namespace: c}}\n\
+             spec:\n  scheme: {{type: stripe}}\n  keys: [{{id: v1, secretRef: {{name: k, key: v1}}}}]\n\
+             \x20 delivery: {{url: 'http://127.0.0.1:9/none'}}\n"
+        ),
+    )
+    .unwrap();
+    let db = format!("sqlite://{}", dir.path().join("hookgate.db").display());
+    let log = dir.path().join("standalone.log");
+    let mut server = start(&db, &manifests, &log).await;
+    let m = hookgate::manifest::load(std::slice::from_ref(&manifests)).unwrap();
+    let wi = &m.find("c/pay").unwrap().integration;
+
+    let bodies = [
+        r#"{"id":"evt_conflict","type":"invoice.paid","data":{"note":"first-body-7f3a"}}"#,
+        r#"{"id":"evt_conflict","type":"invoice.paid","data":{"note":"second-body-9c1e"}}"#,
+    ];
+    let (mut answers, mut signatures) = (Vec::new(), Vec::new());
+    for body in bodies {
+        let req = hookgate::cli::send::sign_request(
+            wi,
+            &m.secrets,
+            body.as_bytes().to_vec(),
+            &Default::default(),
+            chrono::Utc::now(),
+        )
+        .unwrap();
+        let mut post = reqwest::Client::new()
+            .post(format!("{}{}", server.base, req.path))
+            .body(body);
+        for (k, v) in &req.headers {
+            if k.eq_ignore_ascii_case("stripe-signature") {
+                signatures.push(v.clone());
+                signatures.extend(
+                    v.split(',')
+                        .filter_map(|p| p.strip_prefix("v1="))
+                        .map(str::to_string),
+                );
+            }
+            post = post.header(k, v);
+        }
+        let res = post.send().await.unwrap();
+        answers.push((res.status().as_u16(), res.json::<Value>().await.unwrap()));
+    }
+    assert_eq!(
+        answers,
+        [
+            (
+                200,
+                serde_json::json!({"received": true, "duplicate": false})
+            ),
+            (
+                200,
+                serde_json::json!({"received": true, "duplicate": true})
+            ),
+        ]
+    );
+    assert_eq!(signatures.len(), 4, "both requests signed: {signatures:?}");
+    assert_eq!(list(&db, &[])[0]["dedupe_conflicts"], 1);
+    // The line is written before the answer is sent; stopping the process only ends the file.
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+
+    let logs = std::fs::read_to_string(&log).unwrap();
+    let conflicts: Vec<(&str, Value)> = logs
+        .lines()
+        .filter(|l| l.contains("dedupe conflict"))
+        .map(|l| (l, serde_json::from_str(l).expect("a JSON log line")))
+        .collect();
+    assert_eq!(conflicts.len(), 1, "one line per conflict:\n{logs}");
+    let (line, json) = &conflicts[0];
+    assert_eq!(json["level"], "WARN", "{line}");
+    let fields = json["fields"].as_object().expect("fields");
+    let mut names: Vec<&str> = fields.keys().map(String::as_str).collect();
+    names.sort();
+    assert_eq!(names, ["event_id", "integration", "message"], "{line}");
+    assert_eq!(fields["integration"], "c/pay", "{line}");
+    assert_eq!(fields["event_id"], "evt_conflict", "{line}");
+    let mut never = vec![
+        secret.to_string(),
+        secret.trim_start_matches("whsec_").to_string(),
+        "first-body-7f3a".to_string(),
+        "second-body-9c1e".to_string(),
+    ];
+    never.extend(bodies.map(str::to_string));
+    never.extend(signatures);
+    for s in &never {
+        assert!(
+            !line.contains(s.as_str()),
+            "{s:.24}… in the conflict line: {line}"
+        );
+    }
+}

@@ -275,12 +275,24 @@ impl ApiServer {
         self.wait_ready(Duration::from_secs(120));
     }
 
-    /// Stops kube-apiserver (etcd keeps running).
+    /// Stops kube-apiserver (etcd keeps running). It must be running until this kill: an outage
+    /// test whose server had already died, or that stopped nothing, would prove nothing.
     pub fn stop_apiserver(&self) {
-        if let Some(mut child) = self.apiserver.lock().unwrap().take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        use std::os::unix::process::ExitStatusExt;
+        let mut child = self
+            .apiserver
+            .lock()
+            .unwrap()
+            .take()
+            .expect("kube-apiserver is running");
+        child.kill().expect("kill kube-apiserver");
+        let status = child.wait().expect("reap kube-apiserver");
+        assert_eq!(
+            status.signal(),
+            Some(9),
+            "kube-apiserver ended by itself before it was stopped ({status}):\n{}",
+            self.log_tail()
+        );
     }
 
     fn wait_ready(&self, within: Duration) {
@@ -347,8 +359,13 @@ pub async fn client_from(kubeconfig: &Path) -> kube::Client {
 }
 
 impl Drop for ApiServer {
+    /// Best effort: a test that failed may leave either process already gone, and a panic here
+    /// would hide its message.
     fn drop(&mut self) {
-        self.stop_apiserver();
+        if let Some(mut child) = self.apiserver.lock().unwrap().take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
         let mut etcd = self.etcd.lock().unwrap();
         let _ = etcd.kill();
         let _ = etcd.wait();

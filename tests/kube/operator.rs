@@ -257,8 +257,14 @@ async fn a_ready_integration_is_not_rewritten_while_nothing_changes() {
         }
     });
     tokio::time::sleep(Duration::from_secs(60)).await;
-    let _ = child.kill();
-    let _ = child.wait();
+    // A watch that ended early (a refused request, a crash) would count no writes and pass.
+    let exited = child.try_wait().unwrap();
+    assert!(
+        exited.is_none(),
+        "the kubectl watch ended early ({exited:?}): the quiet minute was not observed"
+    );
+    child.kill().expect("stop the kubectl watch");
+    child.wait().expect("reap the kubectl watch");
     let writes: Vec<String> = rx.try_iter().collect();
     println!(
         "writes to a quiet integration in 60 s: {} (from resourceVersion {start})",

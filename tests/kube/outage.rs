@@ -48,6 +48,15 @@ async fn receiver_serves_through_an_api_server_outage_and_watches_resume() {
 
     server.stop_apiserver();
     let stopped = Instant::now();
+    // The outage is real: nothing answers on the API server's address any more.
+    let probe = server
+        .kubectl(&["get", "--raw", "/readyz", "--request-timeout=5s"])
+        .output()
+        .unwrap();
+    assert!(
+        !probe.status.success(),
+        "the API server still answers after it was stopped"
+    );
     let (mut sent, mut failed) = (0, Vec::new());
     while stopped.elapsed() < Duration::from_secs(20) {
         sent += 1;

@@ -256,7 +256,17 @@ async fn every_plugin_verb_works_against_the_api_server() {
         out.contains("evt_plugin_1")
     })
     .await;
-    let _ = worker.proc.0.kill();
+    // The worker ran until now (it did not crash on the way to the dead letter), and it is gone
+    // before the replay: a running worker would retry the replayed event under the checks below.
+    let exited = worker.proc.0.try_wait().unwrap();
+    assert!(exited.is_none(), "the worker exited by itself: {exited:?}");
+    worker.proc.0.kill().expect("stop the worker");
+    let status = worker.proc.0.wait().expect("reap the worker");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "{status}"
+    );
     let listed = ok(
         plugin(
             server,

@@ -299,3 +299,14 @@ macro_rules! on {
         }
     };
 }
+
+/// For a test that cannot run here because a tool or service is missing: outside CI it says why
+/// and the caller returns; in CI (`CI` set and non-empty) a skip would turn a missing install
+/// step into a green run, so it fails instead. Every caller is listed in the README's
+/// Development section with what it needs.
+pub fn skip_or_fail(why: &str) {
+    match std::env::var("CI") {
+        Ok(ci) if !ci.is_empty() => panic!("CI={ci}: this test may not be skipped in CI: {why}"),
+        _ => eprintln!("SKIPPED: {why}"),
+    }
+}
