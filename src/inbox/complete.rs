@@ -15,21 +15,24 @@ use std::time::Duration;
 pub(crate) struct Finish {
     id: i64,
     attempt_no: i64,
+    lease_until: DateTime<Utc>,
     completion: Completion,
     attempt: Option<Attempt>,
     now: DateTime<Utc>,
 }
 
-/// Fenced on (id, attempts) like [`Inbox::complete`]; the attempt row is written only for events
-/// whose status change went through.
+/// Fenced on (id, attempts, locked_until) like [`Inbox::complete`]; the attempt row is written
+/// only for events whose status change went through.
 const FINISH_MANY_PG: &str = "WITH input AS (SELECT * FROM UNNEST($1::bigint[], $2::bigint[], \
      $3::text[], $4::timestamptz[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::text[], \
-     $9::timestamptz[], $10::bigint[], $11::bigint[], $12::text[]) AS i(id, attempt, status, \
-     next_at, error, processed_at, dead_at, reason, started_at, duration_ms, status_code, attempt_error)), \
+     $9::timestamptz[], $10::bigint[], $11::bigint[], $12::text[], $13::timestamptz[]) AS i(id, attempt, \
+     status, next_at, error, processed_at, dead_at, reason, started_at, duration_ms, status_code, \
+     attempt_error, lease_until)), \
      done AS (UPDATE inbox_events e SET status = i.status, next_attempt_at = i.next_at, \
      locked_until = NULL, last_error = COALESCE(i.error, e.last_error), \
      processed_at = i.processed_at, dead_lettered_at = i.dead_at, ignored_reason = i.reason \
      FROM input i WHERE e.id = i.id AND e.status = 'processing' AND e.attempts = i.attempt \
+     AND e.locked_until = i.lease_until \
      RETURNING e.id), \
      recorded AS (INSERT INTO delivery_attempts (event_row, attempt, started_at, duration_ms, \
      status_code, error, outcome) SELECT i.id, i.attempt, i.started_at, i.duration_ms, \
@@ -103,6 +106,7 @@ impl Completer {
                 let finish = Finish {
                     id: claimed.id,
                     attempt_no: claimed.attempt,
+                    lease_until: claimed.lease_until,
                     completion,
                     attempt,
                     now,
@@ -173,6 +177,7 @@ async fn finish_many(pool: &PgPool, items: &[Finish]) -> Result<HashSet<i64>> {
                 .map(|f| attempt(f).and_then(|a| a.error.as_deref()))
                 .collect::<Vec<_>>(),
         )
+        .bind(items.iter().map(|f| f.lease_until).collect::<Vec<_>>())
         .fetch_all(pool)
         .await?;
     Ok(ids.into_iter().collect())

@@ -1,6 +1,7 @@
 //! The worker's side of the inbox: claiming due events as leases, recording attempts, and
-//! finishing or releasing a claim. Every write after the claim is fenced on (id, attempts), so a
-//! worker whose lease expired and was re-claimed elsewhere cannot overwrite the newer attempt.
+//! finishing or releasing a claim. Every write after the claim is fenced on (id, attempts,
+//! locked_until), so a worker whose lease expired and was re-claimed elsewhere cannot overwrite
+//! the newer attempt. The attempt number alone is not enough: a replay starts it again at 1.
 
 use super::Inbox;
 use super::Result;
@@ -18,8 +19,11 @@ pub struct Claimed {
     pub headers: serde_json::Value,
     pub content_type: Option<String>,
     pub body: Vec<u8>,
-    /// 1-based number of the attempt this claim is for; also the fencing token.
+    /// 1-based number of the attempt this claim is for; with `lease_until`, the fencing token.
     pub attempt: i64,
+    /// The lease deadline this claim set, as stored. A later claim of the same row sets a later
+    /// one, even when a replay has brought the attempt number back to the same value.
+    pub lease_until: DateTime<Utc>,
     pub received_at: DateTime<Utc>,
     pub signed_at: Option<DateTime<Utc>>,
 }
@@ -84,7 +88,7 @@ macro_rules! claim_sql {
             ") UPDATE inbox_events SET status = 'processing', locked_until = $1, attempts = attempts + 1 ",
             "WHERE id IN (SELECT id FROM (SELECT id FROM expired UNION ALL SELECT id FROM due) AS c LIMIT $3) ",
             "RETURNING id, integration, event_id, event_type, headers, content_type, body, ",
-            "attempts, received_at, signed_at"
+            "attempts, locked_until, received_at, signed_at"
         )
     };
 }
@@ -95,7 +99,7 @@ const CLAIM_SQLITE: &str = claim_sql!("");
 
 const FINISH: &str = "UPDATE inbox_events SET status = $1, next_attempt_at = $2, locked_until = NULL, \
      last_error = COALESCE($3, last_error), processed_at = $4, dead_lettered_at = $5, ignored_reason = $6 \
-     WHERE id = $7 AND status = 'processing' AND attempts = $8";
+     WHERE id = $7 AND status = 'processing' AND attempts = $8 AND locked_until = $9";
 
 const RECORD_ATTEMPT: &str = "INSERT INTO delivery_attempts \
      (event_row, attempt, started_at, duration_ms, status_code, error, outcome) \
@@ -117,7 +121,7 @@ const UNLOCK_RESOURCE: &str = "UPDATE resource_versions SET locked_until = NULL,
 
 const RELEASE: &str = "UPDATE inbox_events SET attempts = attempts - 1, locked_until = NULL, \
      next_attempt_at = $1, status = CASE WHEN attempts - 1 = 0 THEN 'pending' ELSE 'retry' END \
-     WHERE id = $2 AND status = 'processing' AND attempts = $3";
+     WHERE id = $2 AND status = 'processing' AND attempts = $3 AND locked_until = $4";
 
 /// The inbox columns a completion sets.
 pub(super) struct FinishColumns<'c> {
@@ -190,6 +194,7 @@ impl Inbox {
                         content_type: r.try_get("content_type")?,
                         body: r.try_get("body")?,
                         attempt: r.try_get("attempts")?,
+                        lease_until: r.try_get("locked_until")?,
                         received_at: r.try_get("received_at")?,
                         signed_at: r.try_get("signed_at")?,
                     })
@@ -226,6 +231,7 @@ impl Inbox {
                 .bind(reason)
                 .bind(claimed.id)
                 .bind(claimed.attempt)
+                .bind(claimed.lease_until)
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
@@ -273,6 +279,7 @@ impl Inbox {
                 .bind(retry_at)
                 .bind(claimed.id)
                 .bind(claimed.attempt)
+                .bind(claimed.lease_until)
                 .execute(pool)
                 .await?
                 .rows_affected();

@@ -13,6 +13,8 @@ mod controller_plan;
 mod controller_reconcile;
 mod crd;
 mod db_deadline;
+mod delivery_fencing;
+mod delivery_forward_headers;
 mod destinations;
 mod dlq;
 mod extreme_values;
