@@ -35,5 +35,6 @@ mod signature_cap;
 mod signers_forged;
 mod signers_python;
 mod signers_rfc8032;
+mod sink;
 mod standalone;
 mod worker;

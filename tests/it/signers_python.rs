@@ -15,6 +15,8 @@ use sqlx::PgPool;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+type Headers = Vec<(String, String)>;
+
 const SCRIPT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/it/signers/independent.py"
@@ -173,7 +175,7 @@ async fn a_discord_style_request_signed_by_pynacl_is_accepted_over_http(pool: Pg
         .as_str()
         .unwrap();
     let later = (t0().timestamp() + 1).to_string();
-    let tampered: [(&str, Vec<(String, String)>, &[u8]); 4] = [
+    let tampered: [(&str, Headers, &[u8]); 4] = [
         (
             "body changed after signing",
             headers.clone(),
