@@ -304,7 +304,7 @@ fn catalogue(h: &Harness) -> Vec<Case> {
     c.eof = true;
     cases.push(c);
     cases.push(case(
-        "Transfer-Encoding that does not end in chunked",
+        "Transfer-Encoding gzip (not ending in chunked) beside a Content-Length",
         sized(
             [
                 head("POST", &path, &headers),
