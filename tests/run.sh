@@ -55,6 +55,11 @@ if ! python3 -c 'import standardwebhooks' >/dev/null 2>&1; then
   python3 -m pip install --quiet --disable-pip-version-check standardwebhooks \
     || echo "tests/run.sh: could not install the standardwebhooks Python package; that test will be skipped (in CI it fails)" >&2
 fi
+# The Discord-style Ed25519 test signs with an independent implementation (libsodium, via PyNaCl).
+if ! python3 -c 'import nacl.signing' >/dev/null 2>&1; then
+  python3 -m pip install --quiet --disable-pip-version-check pynacl \
+    || echo "tests/run.sh: could not install the pynacl Python package; that test will be skipped" >&2
+fi
 
 if cargo fmt --version >/dev/null 2>&1; then
   cargo fmt --all -- --check

@@ -115,15 +115,21 @@ impl Scheme {
     }
 }
 
-/// A header's value exactly as sent; `None` when absent, an error when present but not visible ASCII.
+/// A header's value exactly as sent; `None` when absent, an error when present but not visible
+/// ASCII, or when sent more than once.
 pub fn header_str<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, Rejection> {
-    match headers.get(name) {
-        None => Ok(None),
-        Some(v) => v
-            .to_str()
-            .map(Some)
-            .map_err(|_| Rejection::Malformed("non_ascii_header")),
+    let mut lines = headers.get_all(name).iter();
+    let Some(v) = lines.next() else {
+        return Ok(None);
+    };
+    // Which of two lines counts would otherwise depend on the proxies on the way (one keeps the
+    // first, one the last, one joins them), so a signed value is never taken from a pair.
+    if lines.next().is_some() {
+        return Err(Rejection::Malformed("repeated_header"));
     }
+    v.to_str()
+        .map(Some)
+        .map_err(|_| Rejection::Malformed("non_ascii_header"))
 }
 
 /// Parses a unix-seconds timestamp header value.
@@ -137,3 +143,28 @@ pub fn parse_unix_seconds(s: &str) -> Result<i64, Rejection> {
 
 #[cfg(test)]
 pub(crate) mod testutil;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn a_header_is_read_once_as_visible_ascii() {
+        let mut h = HeaderMap::new();
+        assert_eq!(header_str(&h, "x-sig"), Ok(None));
+        h.append("x-sig", HeaderValue::from_static("abc"));
+        assert_eq!(header_str(&h, "x-sig"), Ok(Some("abc")));
+        h.append("x-sig", HeaderValue::from_static("abc"));
+        assert_eq!(
+            header_str(&h, "x-sig"),
+            Err(Rejection::Malformed("repeated_header")),
+            "even two identical lines"
+        );
+        h.insert("x-sig", HeaderValue::from_bytes(b"ab\xff").unwrap());
+        assert_eq!(
+            header_str(&h, "x-sig"),
+            Err(Rejection::Malformed("non_ascii_header"))
+        );
+    }
+}

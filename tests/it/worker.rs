@@ -856,12 +856,8 @@ async fn delivery_signature_verifies_with_the_python_standardwebhooks_library(po
         .status()
         .is_ok_and(|s| s.success());
     if !available {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must have the standardwebhooks package (tests/run.sh installs it)"
-        );
-        eprintln!(
-            "SKIPPED: python3 with the standardwebhooks package is not available (pip install standardwebhooks)"
+        crate::common::skip_or_fail(
+            "python3 with the standardwebhooks package is not available (pip install standardwebhooks; tests/run.sh installs it)",
         );
         return;
     }

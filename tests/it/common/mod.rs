@@ -250,6 +250,7 @@ pub fn stripe_body(id: &str, ty: &str) -> String {
     format!(r#"{{"id":"{id}","object":"event","type":"{ty}","data":{{"object":{{"id":"in_1"}}}}}}"#)
 }
 pub mod destination;
+pub mod loopback;
 pub mod mock_api;
 pub mod procs;
 #[macro_use]
