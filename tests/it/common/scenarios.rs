@@ -232,10 +232,20 @@ pub async fn inbox_stats_count_by_status(inbox: Inbox) {
             .json,
         accepted()
     );
-    h.send("t/stripe", &stripe_body("s2", "invoice.voided"), opts())
+    // The conflict is answered as a duplicate; s3 is a new event.
+    let conflict = h
+        .send("t/stripe", &stripe_body("s2", "invoice.voided"), opts())
         .await;
-    h.send("t/stripe", &stripe_body("s3", "charge.succeeded"), opts())
-        .await;
+    assert_eq!(
+        (conflict.status, conflict.json),
+        (StatusCode::OK, duplicate())
+    );
+    assert_eq!(
+        h.send("t/stripe", &stripe_body("s3", "charge.succeeded"), opts())
+            .await
+            .json,
+        accepted()
+    );
     let stats = h
         .receiver
         .inbox()
