@@ -128,8 +128,18 @@ pub(super) fn compiles(
     }
     match route::compile(&effective, secrets) {
         Ok(_) => Ok(()),
-        Err(e) => Err(Refusal::new("InvalidKey", e.to_string(), RETRY_MISSING)),
+        // A key or signing secret may be fixed by editing its Secret, so look again soon; any
+        // other field only changes with the spec, whose edit triggers a reconcile anyway.
+        Err(e) if is_key_field(&e.field) => {
+            Err(Refusal::new("InvalidKey", e.to_string(), RETRY_MISSING))
+        }
+        Err(e) => Err(Refusal::new("InvalidSpec", e.to_string(), RESYNC)),
     }
+}
+
+/// Fields whose value comes from a Secret: the keys and the delivery signing secret.
+fn is_key_field(field: &str) -> bool {
+    field.starts_with("spec.keys") || field.starts_with("spec.delivery.signingSecretRef")
 }
 
 #[cfg(test)]
@@ -240,5 +250,33 @@ mod tests {
         let value = [("v1".to_string(), b"whsec_b25l".to_vec())].into();
         secrets.insert(("pay".into(), "keys".into()), value);
         assert_eq!(compiles(&wi, &[None], &secrets), Ok(()));
+    }
+
+    /// A spec that only fails at compile time (forwardHeaders naming a credential) is a spec
+    /// problem, not a key problem: the reason says which to fix, and a Secret changing cannot cure it.
+    #[test]
+    fn a_compile_error_outside_the_keys_is_an_invalid_spec() {
+        let mut wi = wi(serde_json::json!({}));
+        wi.spec.delivery.forward_headers = vec!["Cookie".into()];
+        let value = [("v1".to_string(), b"whsec_b25l".to_vec())].into();
+        let secrets: Secrets = [(("pay".into(), "keys".into()), value)].into();
+        let refused = compiles(&wi, &[None], &secrets).unwrap_err();
+        assert_eq!((refused.reason, refused.requeue), ("InvalidSpec", RESYNC));
+        assert!(
+            refused.message.contains("spec.delivery.forwardHeaders[0]"),
+            "{}",
+            refused.message
+        );
+        // A missing delivery signing secret is fixed in a Secret: a key problem again.
+        wi.spec.delivery.forward_headers.clear();
+        wi.spec.delivery.signing_secret_ref = Some(crate::crd::SecretKeyRef {
+            name: "signing".into(),
+            key: "k".into(),
+        });
+        let refused = compiles(&wi, &[None], &secrets).unwrap_err();
+        assert_eq!(
+            (refused.reason, refused.requeue),
+            ("InvalidKey", RETRY_MISSING)
+        );
     }
 }
