@@ -67,7 +67,7 @@ impl Worker {
             Unconfigured::Recheck(after) => {
                 tracing::warn!(integration = %event.integration, event_id = %event.event_id, "no configuration for this integration; will look again in a minute");
                 let at = crate::time::after(Utc::now(), after);
-                let _ = self.inner.inbox.release(event, at).await;
+                release_or_log(&self.inner.inbox, event, at).await;
             }
         }
     }
@@ -94,13 +94,18 @@ impl Worker {
             .await
         {
             Ok(Some(stored)) => Lock::Held(stored),
-            Ok(None) | Err(_) => Lock::Busy,
+            Ok(None) => Lock::Busy,
+            // Treated as busy, so the event waits its turn; the log says it was not contention.
+            Err(e) => {
+                tracing::warn!(integration = %event.integration, error = %e, "could not take the ordering lock; will try again shortly");
+                Lock::Busy
+            }
         };
         let held = Held { resource, token };
         match ordering::verdict(lock, &incoming) {
             Verdict::Requeue(after) => {
                 let at = crate::time::after(Utc::now(), after);
-                let _ = inner.inbox.release(event, at).await;
+                release_or_log(&inner.inbox, event, at).await;
                 None
             }
             Verdict::Deliver { from, to } => {
@@ -207,5 +212,13 @@ impl Worker {
                 "recording the outcome failed; the event is retried after its lease"
             ),
         }
+    }
+}
+
+/// Puts a claimed event back for later. A failure costs only time (the claim's lease expires and
+/// the event is claimed again), so it is logged, not raised.
+async fn release_or_log(inbox: &crate::inbox::Inbox, event: &Claimed, at: chrono::DateTime<Utc>) {
+    if let Err(e) = inbox.release(event, at).await {
+        tracing::warn!(integration = %event.integration, event_id = %event.event_id, error = %e, "could not put an event back; it is claimed again when its lease expires");
     }
 }

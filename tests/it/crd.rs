@@ -95,3 +95,32 @@ fn crd_has_the_contracted_names_and_status_subresource() {
         .unwrap();
     assert!(rules[0]["rule"].as_str().unwrap().contains("hmac-sha256"));
 }
+
+/// The chart cannot read Rust constants, so its worker values are a copy of
+/// `src/worker/defaults.rs`; this keeps the copy honest (a chart install and `hookgate worker`
+/// with no flags must behave the same).
+#[test]
+fn chart_worker_values_are_the_worker_defaults() {
+    use hookgate::worker::defaults;
+    let values: serde_yaml::Value =
+        serde_yaml::from_str(include_str!("../../charts/hookgate/values.yaml")).unwrap();
+    let w = &values["worker"];
+    let duration = |key: &str| -> std::time::Duration {
+        let text = w[key].as_str().unwrap_or_else(|| panic!("worker.{key}"));
+        *text.parse::<humantime::Duration>().unwrap()
+    };
+    assert_eq!(
+        w["concurrency"].as_u64(),
+        Some(defaults::CONCURRENCY as u64),
+        "worker.concurrency"
+    );
+    assert_eq!(duration("lease"), defaults::LEASE, "worker.lease");
+    assert_eq!(duration("poll"), defaults::POLL, "worker.poll");
+    assert_eq!(
+        w["graceSeconds"]
+            .as_u64()
+            .map(std::time::Duration::from_secs),
+        Some(defaults::GRACE),
+        "worker.graceSeconds"
+    );
+}
