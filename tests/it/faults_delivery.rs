@@ -11,7 +11,7 @@ use hookgate::cli::send::{SendOptions, sign_request};
 use sqlx::{Connection, PgConnection};
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -163,34 +163,11 @@ spec:
     )
 }
 
-/// Starts `hookgate <args> -f m.yaml --database-url url`; waits for its admin /readyz.
+/// Starts `hookgate <args>` on `m.yaml`; waits for its /readyz. Debug level and JSON: the flapping
+/// test scans these logs for secrets and signatures.
 async fn hookgate(dir: &Path, args: &[&str], url: &str, name: &str) -> Proc {
-    let admin = free_port();
-    let child = Command::new(BIN)
-        .args(args)
-        .arg("-f")
-        .arg(dir.join("m.yaml"))
-        .args(["--database-url", url])
-        .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-        // Debug level and JSON: the flapping test scans these logs for secrets and signatures.
-        .env("RUST_LOG", "debug")
-        .env("HOOKGATE_LOG_FORMAT", "json")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap())
-        .spawn()
-        .unwrap();
-    let mut proc = Proc(child);
-    let ready = format!("http://127.0.0.1:{admin}/readyz");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !reqwest::get(&ready).await.is_ok_and(|r| r.status() == 200) {
-        let exited = proc.0.try_wait().unwrap().is_some();
-        if exited || Instant::now() > deadline {
-            let log = std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default();
-            panic!("{name} did not become ready:\n{log}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    proc
+    let env = [("RUST_LOG", "debug"), ("HOOKGATE_LOG_FORMAT", "json")];
+    crate::common::procs::start_ready(dir, name, args, url, &env).await
 }
 
 /// Every request signature the tests sent, for the log scan.

@@ -4,13 +4,13 @@
 //! exits 0, and the next worker process delivers the released event as attempt 1.
 
 use crate::common::destination::{Answer, Destination};
-use crate::common::procs::{BIN, Proc, drop_database, free_port, fresh_database};
+use crate::common::procs::{Proc, drop_database, free_port, fresh_database};
 use crate::common::skip_or_fail;
 use chrono::{DateTime, Utc};
 use hookgate::cli::send::{SendOptions, sign_request};
 use hookgate::inbox::Inbox;
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -49,34 +49,9 @@ fn signed(dir: &Path, id: &str) -> (String, Vec<(String, String)>, String) {
     (req.path, req.headers, body)
 }
 
-/// Starts `hookgate <args> -f m.yaml --database-url url --admin-listen …` and waits for /readyz.
+/// Starts `hookgate <args>` on `m.yaml`; waits for its /readyz.
 async fn hookgate(dir: &Path, name: &str, args: &[&str], url: &str) -> Proc {
-    let admin = free_port();
-    let child = Command::new(BIN)
-        .args(args)
-        .arg("-f")
-        .arg(dir.join("m.yaml"))
-        .args(["--database-url", url])
-        .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap())
-        .spawn()
-        .unwrap();
-    let mut proc = Proc(child);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let ready = format!("http://127.0.0.1:{admin}/readyz");
-    while !reqwest::get(&ready).await.is_ok_and(|r| r.status() == 200) {
-        let exited = proc.0.try_wait().unwrap();
-        if exited.is_some() || Instant::now() > deadline {
-            panic!(
-                "{name} did not become ready ({exited:?}):\n{}",
-                log(dir, name)
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    proc
+    crate::common::procs::start_ready(dir, name, args, url, &[("RUST_LOG", "info")]).await
 }
 
 fn log(dir: &Path, name: &str) -> String {

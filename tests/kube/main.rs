@@ -9,6 +9,7 @@
 #[allow(dead_code)]
 #[path = "../it/common/destination.rs"]
 mod destination;
+#[allow(dead_code)]
 #[path = "../it/common/procs.rs"]
 mod procs;
 

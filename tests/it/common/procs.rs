@@ -52,6 +52,43 @@ pub async fn wait_ready(url: &str, what: &str) {
     }
 }
 
+/// Starts `hookgate <args> -f <dir>/m.yaml --database-url <url> --admin-listen <free port>` with
+/// `env`, its stderr in `<dir>/<name>.log`, and waits (60 s at most) for its /readyz; panics with
+/// the log if it exits or never becomes ready.
+pub async fn start_ready(
+    dir: &std::path::Path,
+    name: &str,
+    args: &[&str],
+    url: &str,
+    env: &[(&str, &str)],
+) -> Proc {
+    let admin = free_port();
+    let log_path = dir.join(format!("{name}.log"));
+    let child = std::process::Command::new(BIN)
+        .args(args)
+        .arg("-f")
+        .arg(dir.join("m.yaml"))
+        .args(["--database-url", url])
+        .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let mut proc = Proc(child);
+    let ready = format!("http://127.0.0.1:{admin}/readyz");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !reqwest::get(&ready).await.is_ok_and(|r| r.status() == 200) {
+        let exited = proc.0.try_wait().unwrap();
+        if exited.is_some() || Instant::now() > deadline {
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            panic!("{name} did not become ready ({exited:?}):\n{log}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    proc
+}
+
 /// A child process killed (SIGKILL) when dropped.
 pub struct Proc(pub std::process::Child);
 
