@@ -52,6 +52,7 @@ pub struct Metrics {
     pub requests: Family<OutcomeLabels, Counter>,
     pub signature_failures: Family<ReasonLabels, Counter>,
     pub duplicates: Family<IntegrationLabels, Counter>,
+    pub handshakes: Family<IntegrationLabels, Counter>,
     pub dedupe_conflicts: Family<IntegrationLabels, Counter>,
     pub deliveries: Family<OutcomeLabels, Counter>,
     pub ordering_ungated: Family<IntegrationLabels, Counter>,
@@ -76,6 +77,7 @@ impl Metrics {
             requests: Family::default(),
             signature_failures: Family::default(),
             duplicates: Family::default(),
+            handshakes: Family::default(),
             dedupe_conflicts: Family::default(),
             deliveries: Family::default(),
             ordering_ungated: Family::default(),
@@ -104,6 +106,11 @@ impl Metrics {
             "duplicates",
             "Requests answered as duplicates (same event id, or a replayed signature)",
             m.duplicates.clone(),
+        );
+        r.register(
+            "handshakes",
+            "Provider endpoint checks answered (Slack url_verification, Discord PING, Twitch, Zoom, Meta subscribe); never stored",
+            m.handshakes.clone(),
         );
         r.register(
             "dedupe_conflicts",

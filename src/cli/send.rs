@@ -5,7 +5,7 @@ use crate::crd::WebhookIntegration;
 use crate::crd::defaults;
 use crate::manifest;
 use crate::route::{self, Secrets};
-use crate::signature::keys::parse_ed25519_private;
+use crate::signature::keys::{parse_ed25519_private, parse_p256_private};
 use crate::signature::{KeyMaterial, SignInput, SigningKey};
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
@@ -73,6 +73,23 @@ pub fn sign_request(
                 ));
             }
             SigningKey::Ed25519(private)
+        }
+        KeyMaterial::EcdsaP256(public) => {
+            let raw = opts.signing_key.as_ref().ok_or_else(|| {
+                format!(
+                    "key {:?} is a public key: pass its private key with --signing-key-file",
+                    key.id
+                )
+            })?;
+            let private =
+                parse_p256_private(raw).map_err(|e| format!("--signing-key-file: {e}"))?;
+            if private.verifying_key() != public {
+                return Err(format!(
+                    "--signing-key-file does not belong to key {:?}",
+                    key.id
+                ));
+            }
+            SigningKey::EcdsaP256(private)
         }
     };
     let event_id = opts

@@ -79,6 +79,7 @@ async fn receive(
             match v.verify(
                 Unverified {
                     headers: &headers,
+                    query: None,
                     body: &body,
                 },
                 chrono::Utc::now(),

@@ -108,14 +108,11 @@ pub fn render(
         key.retire_at = *t;
     }
     let mut refs: BTreeMap<String, BTreeMap<String, ByteString>> = BTreeMap::new();
-    let mut wanted: Vec<(&str, &str)> = spec
-        .keys
-        .iter()
-        .map(|k| (k.secret_ref.name.as_str(), k.secret_ref.key.as_str()))
+    let wanted: Vec<(&str, &str)> = spec
+        .secret_refs()
+        .into_iter()
+        .map(|r| (r.name.as_str(), r.key.as_str()))
         .collect();
-    if let Some(r) = &spec.delivery.signing_secret_ref {
-        wanted.push((&r.name, &r.key));
-    }
     for (name, key) in wanted {
         if let Some(value) = secrets
             .get(&(namespace.clone(), name.to_string()))

@@ -1,7 +1,7 @@
 //! Defaults users should not have to type. One place, so schema docs, validation and the compiled
 //! route cannot drift apart.
 
-use super::{FieldSource, SchemeType};
+use super::SchemeType;
 use std::time::Duration;
 
 pub const TOLERANCE: Duration = Duration::from_secs(5 * 60);
@@ -30,45 +30,80 @@ pub fn path(namespace: &str, name: &str) -> String {
     format!("/hooks/{namespace}/{name}")
 }
 
-fn header(h: &str) -> FieldSource {
-    FieldSource {
-        header: Some(h.into()),
-        json_pointer: None,
-    }
+/// Where a scheme reads an event's id or type when the spec does not say. A list of these is
+/// tried in order; the first present wins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DefaultSource {
+    Header(String),
+    Pointer(&'static str),
+    /// A parameter of a form-encoded body.
+    Form(&'static str),
+    /// The hex SHA-256 of the signature that matched: for providers that send no event id, a
+    /// re-sent request is then a duplicate of the first.
+    SignatureDigest,
 }
 
-fn pointer(p: &str) -> FieldSource {
-    FieldSource {
-        header: None,
-        json_pointer: Some(p.into()),
-    }
+use DefaultSource::{Form, Header, Pointer, SignatureDigest};
+
+fn header(name: &str) -> DefaultSource {
+    Header(name.to_string())
 }
 
 /// The event id as each provider documents it. For the generic schemes it is the event id header
 /// when one is configured, else the body's `/id`.
-pub fn event_id(scheme: SchemeType, generic_event_id_header: Option<&str>) -> FieldSource {
+pub fn event_id(scheme: SchemeType, generic_event_id_header: Option<&str>) -> Vec<DefaultSource> {
     match scheme {
-        SchemeType::Stripe => pointer("/id"),
-        SchemeType::Github => header("X-GitHub-Delivery"),
-        SchemeType::StandardWebhooks => header("webhook-id"),
-        SchemeType::Slack => pointer("/event_id"),
-        SchemeType::Shopify => header("X-Shopify-Webhook-Id"),
+        SchemeType::Stripe => vec![Pointer("/id")],
+        SchemeType::Github => vec![header("X-GitHub-Delivery")],
+        // Svix sends the same headers under its own prefix.
+        SchemeType::StandardWebhooks => vec![header("webhook-id"), header("svix-id")],
+        SchemeType::Slack => vec![Pointer("/event_id")],
+        SchemeType::Shopify => vec![header("X-Shopify-Webhook-Id")],
         SchemeType::HmacSha256 | SchemeType::Ed25519 => match generic_event_id_header {
-            Some(h) => header(h),
-            None => pointer("/id"),
+            Some(h) => vec![Header(h.to_string())],
+            None => vec![Pointer("/id")],
         },
+        SchemeType::Discord => vec![Pointer("/id"), SignatureDigest],
+        SchemeType::Twilio => vec![header("I-Twilio-Idempotency-Token"), SignatureDigest],
+        SchemeType::Twitch => vec![header("Twitch-Eventsub-Message-Id")],
+        SchemeType::Zoom | SchemeType::Meta | SchemeType::Sendgrid => vec![SignatureDigest],
+        SchemeType::Gitlab => vec![header("X-Gitlab-Event-UUID")],
+        SchemeType::Paddle => vec![Pointer("/event_id")],
+        SchemeType::Square => vec![Pointer("/event_id")],
+        SchemeType::Linear => vec![header("Linear-Delivery")],
     }
 }
 
-/// The event type as each provider documents it.
-pub fn event_type(scheme: SchemeType) -> FieldSource {
+/// The event type as each provider documents it; empty when the provider has none.
+pub fn event_type(scheme: SchemeType) -> Vec<DefaultSource> {
     match scheme {
-        SchemeType::Github => header("X-GitHub-Event"),
-        SchemeType::Shopify => header("X-Shopify-Topic"),
-        SchemeType::Slack => pointer("/event/type"),
+        SchemeType::Github => vec![header("X-GitHub-Event")],
+        SchemeType::Shopify => vec![header("X-Shopify-Topic")],
+        SchemeType::Slack => vec![Pointer("/event/type")],
         SchemeType::Stripe
         | SchemeType::StandardWebhooks
         | SchemeType::HmacSha256
-        | SchemeType::Ed25519 => pointer("/type"),
+        | SchemeType::Ed25519
+        | SchemeType::Square => vec![Pointer("/type")],
+        // A webhook event's type is `/event/type`; an interaction has only the numeric `/type`.
+        SchemeType::Discord => vec![Pointer("/event/type"), Pointer("/type")],
+        SchemeType::Twilio => vec![Form("EventType")],
+        SchemeType::Twitch => vec![header("Twitch-Eventsub-Subscription-Type")],
+        SchemeType::Zoom => vec![Pointer("/event")],
+        SchemeType::Meta => vec![Pointer("/object")],
+        SchemeType::Gitlab => vec![header("X-Gitlab-Event")],
+        SchemeType::Paddle => vec![Pointer("/event_type")],
+        // The body is an array of events, each with its own type.
+        SchemeType::Sendgrid => vec![],
+        SchemeType::Linear => vec![header("Linear-Event")],
+    }
+}
+
+/// `spec.replay.tolerance` when unset: the provider's own window where it documents one.
+pub fn tolerance(scheme: SchemeType) -> Duration {
+    match scheme {
+        SchemeType::Twitch => Duration::from_secs(10 * 60),
+        SchemeType::Linear => Duration::from_secs(60),
+        _ => TOLERANCE,
     }
 }

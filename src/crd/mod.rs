@@ -80,6 +80,16 @@ pub struct WebhookIntegrationSpec {
     pub rotation: Option<RotationSpec>,
 }
 
+impl WebhookIntegrationSpec {
+    /// Every Secret key the spec reads: the keys, the delivery signing secret, Meta's verify token.
+    pub fn secret_refs(&self) -> Vec<&SecretKeyRef> {
+        let mut refs: Vec<&SecretKeyRef> = self.keys.iter().map(|k| &k.secret_ref).collect();
+        refs.extend(&self.delivery.signing_secret_ref);
+        refs.extend(&self.scheme.verify_token_ref);
+        refs
+    }
+}
+
 /// How the controller moves keys through Active -> Retiring -> Retired.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -111,6 +121,16 @@ pub enum SchemeType {
     Shopify,
     HmacSha256,
     Ed25519,
+    Discord,
+    Twilio,
+    Twitch,
+    Zoom,
+    Meta,
+    Gitlab,
+    Paddle,
+    Square,
+    Sendgrid,
+    Linear,
 }
 
 /// The signature scheme. The header and payload fields apply to `hmac-sha256` and `ed25519` only.
@@ -119,6 +139,12 @@ pub enum SchemeType {
 #[schemars(extend("x-kubernetes-validations" = [{
     "rule": "self.type in ['hmac-sha256', 'ed25519'] || !(has(self.signatureHeader) || has(self.timestampHeader) || has(self.eventIdHeader) || has(self.keyIdHeader) || has(self.signedPayload) || has(self.encoding) || has(self.signaturePrefix))",
     "message": "signatureHeader, timestampHeader, eventIdHeader, keyIdHeader, signedPayload, encoding and signaturePrefix apply only to type hmac-sha256 or ed25519"
+}, {
+    "rule": "(self.type in ['twilio', 'square']) == has(self.publicUrl)",
+    "message": "publicUrl is required for type twilio and square (the exact URL configured at the provider) and applies only to them"
+}, {
+    "rule": "(self.type == 'meta') == has(self.verifyTokenRef)",
+    "message": "verifyTokenRef is required for type meta and applies only to it"
 }]))]
 pub struct SchemeSpec {
     #[serde(rename = "type")]
@@ -145,6 +171,15 @@ pub struct SchemeSpec {
     /// Text before the encoded signature, e.g. `sha256=`. Default empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature_prefix: Option<String>,
+    /// `twilio` and `square` only: the exact public URL configured at the provider (scheme, host,
+    /// port and path, no query), which the provider signs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^https?://[^?#]+$"), length(max = 2048))]
+    pub public_url: Option<String>,
+    /// `meta` only: the Secret key holding the verify token entered in the Meta app dashboard,
+    /// answered on `GET ?hub.mode=subscribe`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_token_ref: Option<SecretKeyRef>,
 }
 
 #[derive(Deserialize, Serialize, Clone, Copy, Debug, JsonSchema, PartialEq, Eq)]

@@ -23,6 +23,8 @@ pub enum Reply {
     InboxUnavailable,
     /// The listener's connection or in-flight cap is reached.
     Overloaded,
+    /// Meta's subscription check carried the wrong verify token.
+    InvalidVerifyToken,
 }
 
 impl Reply {
@@ -42,6 +44,7 @@ impl Reply {
             Reply::RateLimited { .. } => "rate_limited",
             Reply::InboxUnavailable => "inbox_unavailable",
             Reply::Overloaded => "overloaded",
+            Reply::InvalidVerifyToken => "invalid_verify_token",
         }
     }
 
@@ -50,6 +53,7 @@ impl Reply {
             Reply::Accepted | Reply::Duplicate | Reply::Ignored => StatusCode::OK,
             Reply::TimestampOutsideWindow | Reply::Malformed => StatusCode::BAD_REQUEST,
             Reply::InvalidSignature => StatusCode::UNAUTHORIZED,
+            Reply::InvalidVerifyToken => StatusCode::FORBIDDEN,
             Reply::UnknownRoute => StatusCode::NOT_FOUND,
             Reply::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Reply::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,

@@ -9,12 +9,24 @@ use crate::http::reply::Reply;
 use crate::inbox::{InsertOutcome, NewEvent};
 use crate::metrics::Metrics;
 use crate::route::{CompiledRoute, Source};
-use crate::signature::Rejection;
+use crate::signature::{Handshake, Rejection, Subscription, Verified};
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
+
+/// What a request gets: the ordinary reply, or the answer to a provider's endpoint check.
+enum Answer {
+    Reply(Reply),
+    Handshake(Handshake),
+}
+
+impl From<Reply> for Answer {
+    fn from(r: Reply) -> Self {
+        Answer::Reply(r)
+    }
+}
 
 pub(super) async fn handle(State(rx): State<Receiver>, req: Request) -> Response {
     let routing = rx.routes.load_full();
@@ -22,9 +34,47 @@ pub(super) async fn handle(State(rx): State<Receiver>, req: Request) -> Response
     let (Some(route), Some(limiter)) = (routing.table.get(path), routing.limiters.get(path)) else {
         return Reply::UnknownRoute.into_response();
     };
-    let reply = process(&rx, route, limiter, req).await;
-    rx.metrics.request(&route.integration, reply.outcome());
-    reply.into_response()
+    let answer = if req.method() == Method::GET && route.verify_token.is_some() {
+        subscribe(route, limiter, req.uri().query())
+    } else {
+        process(&rx, route, limiter, req).await
+    };
+    match answer {
+        Answer::Reply(reply) => {
+            rx.metrics.request(&route.integration, reply.outcome());
+            reply.into_response()
+        }
+        Answer::Handshake(h) => {
+            rx.metrics.request(&route.integration, "handshake");
+            Metrics::count(&rx.metrics.handshakes, &route.integration);
+            tracing::info!(integration = %route.integration, answer = h.kind(), "endpoint handshake answered");
+            handshake_response(h)
+        }
+    }
+}
+
+fn handshake_response(h: Handshake) -> Response {
+    let typed = |ct: &'static str, body: String| {
+        (StatusCode::OK, [(header::CONTENT_TYPE, ct)], body).into_response()
+    };
+    match h {
+        Handshake::Json(body) => typed("application/json", body),
+        Handshake::Text(body) => typed("text/plain; charset=utf-8", body),
+        Handshake::NoContent => StatusCode::NO_CONTENT.into_response(),
+    }
+}
+
+/// Meta's unsigned `GET ?hub.mode=subscribe`: a wrong token spends the unverified budget, as a
+/// forged signature does, so the token cannot be guessed at full speed.
+fn subscribe(route: &CompiledRoute, limiter: &RouteLimiter, query: Option<&str>) -> Answer {
+    let token = route.verify_token.as_ref().expect("checked by the caller");
+    match crate::signature::meta::subscribe(query, &token.0) {
+        Subscription::Challenge(c) => Answer::Handshake(Handshake::Text(c)),
+        Subscription::Malformed => Reply::Malformed.into(),
+        Subscription::BadToken => over(limiter.unverified.as_ref())
+            .unwrap_or(Reply::InvalidVerifyToken)
+            .into(),
+    }
 }
 
 async fn process(
@@ -32,53 +82,61 @@ async fn process(
     route: &CompiledRoute,
     limiter: &RouteLimiter,
     req: Request,
-) -> Reply {
+) -> Answer {
     if req.method() != Method::POST {
-        return Reply::MethodNotAllowed;
+        return Reply::MethodNotAllowed.into();
     }
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|len| len > route.max_body_bytes as u64) {
-        return Reply::BodyTooLarge;
+        return Reply::BodyTooLarge.into();
     }
     let now = (rx.clock)();
     // Headers first: a request refused for its signature headers never costs a body read.
-    let prepared = match route.verifier.prepare(req.headers(), now) {
+    let prepared = match route.verifier.prepare(req.headers(), req.uri().query(), now) {
         Ok(p) => p,
-        Err(rejection) => return refused(rx, route, limiter, rejection),
+        Err(rejection) => return refused(rx, route, limiter, rejection).into(),
     };
     let (parts, body) = req.into_parts();
     let body = match read_body(body, route.max_body_bytes, rx.body_timeout).await {
         Ok(b) => b,
-        Err(reply) => return reply,
+        Err(reply) => return reply.into(),
     };
     let verified = match route.verifier.check(prepared, &body) {
         Ok(v) => v,
-        Err(rejection) => return refused(rx, route, limiter, rejection),
+        Err(rejection) => return refused(rx, route, limiter, rejection).into(),
     };
     // Only verified requests spend the route's limit: forgeries cannot lock the provider out.
     if let Some(reply) = over(limiter.verified.as_ref()) {
-        return reply;
+        return reply.into();
     }
     if let Some(ts) = verified.timestamp()
         && !reply::within_window(now, ts, route.tolerance)
     {
-        return Reply::TimestampOutsideWindow;
+        return Reply::TimestampOutsideWindow.into();
+    }
+    // A provider checking the endpoint: answered, never stored.
+    if let Some(h) = route.verifier.handshake(&verified, &parts.headers, &body) {
+        return Answer::Handshake(h);
     }
 
     let json = needs_json(route)
         .then(|| serde_json::from_slice::<Value>(&body).ok())
         .flatten();
-    let Some(event_id) =
-        extract(&route.event_id, &parts.headers, json.as_ref()).filter(|id| !id.is_empty())
-    else {
-        return Reply::Malformed;
+    let read = Read {
+        headers: &parts.headers,
+        json: json.as_ref(),
+        body: &body,
+        verified: &verified,
     };
-    let event_type = extract(&route.event_type, &parts.headers, json.as_ref());
+    let Some(event_id) = read.value(&route.event_id).filter(|id| !id.is_empty()) else {
+        return Reply::Malformed.into();
+    };
+    let event_type = read.value(&route.event_type);
     if !reply::storable(&event_id) || !event_type.as_deref().is_none_or(reply::storable) {
-        return Reply::Malformed;
+        return Reply::Malformed.into();
     }
     let ignored = !route.allows(event_type.as_deref());
 
@@ -100,8 +158,8 @@ async fn process(
         ignored,
         now,
         route.nonce_retention,
-        // Every scheme signs the body, so an id read from it is covered by the signature.
-        matches!(route.event_id, Source::Pointer(_)),
+        // An id read from the signed body (or the signature) needs no separate nonce.
+        route.event_id.signed(),
     );
     let key_id = event.key_id().to_string();
     let result = rx.intake.insert(event).await;
@@ -134,7 +192,7 @@ async fn process(
             "event received"
         );
     }
-    reply
+    reply.into()
 }
 
 /// 429 when `limiter` has no room left for one more request.
@@ -182,22 +240,37 @@ async fn read_body(
 }
 
 fn needs_json(route: &CompiledRoute) -> bool {
-    matches!(route.event_id, Source::Pointer(_)) || matches!(route.event_type, Source::Pointer(_))
+    route.event_id.reads_json() || route.event_type.reads_json()
 }
 
-/// Reads a value after verification. Strings are taken as they are, numbers in decimal.
-fn extract(source: &Source, headers: &HeaderMap, json: Option<&Value>) -> Option<String> {
-    match source {
-        Source::Headers(names) => names
-            .iter()
-            .find_map(|n| headers.get(n.as_str()))
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string),
-        Source::Pointer(p) => match json?.pointer(p)? {
-            Value::String(s) => Some(s.clone()),
-            Value::Number(n) => Some(n.to_string()),
-            _ => None,
-        },
+/// What a value is read from, after verification.
+struct Read<'a> {
+    headers: &'a HeaderMap,
+    json: Option<&'a Value>,
+    body: &'a [u8],
+    verified: &'a Verified,
+}
+
+impl Read<'_> {
+    /// Strings are taken as they are, numbers in decimal.
+    fn value(&self, source: &Source) -> Option<String> {
+        match source {
+            Source::Headers(names) => names
+                .iter()
+                .find_map(|n| self.headers.get(n.as_str()))
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+            Source::Pointer(p) => match self.json?.pointer(p)? {
+                Value::String(s) => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            },
+            Source::Form(name) => form_urlencoded::parse(self.body)
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.into_owned()),
+            Source::SignatureDigest => Some(hex::encode(self.verified.signature_digest())),
+            Source::FirstOf(all) => all.iter().find_map(|s| self.value(s)),
+        }
     }
 }
 

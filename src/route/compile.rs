@@ -53,6 +53,49 @@ pub fn scheme(spec: &crate::crd::SchemeSpec) -> Scheme {
         SchemeType::Shopify => Scheme::Shopify,
         SchemeType::HmacSha256 => Scheme::HmacSha256(generic(spec, Encoding::Hex)),
         SchemeType::Ed25519 => Scheme::Ed25519(generic(spec, Encoding::Base64)),
+        SchemeType::Discord => Scheme::Discord,
+        SchemeType::Twilio => Scheme::Twilio {
+            public_url: spec.public_url.clone().unwrap_or_default(),
+        },
+        SchemeType::Twitch => Scheme::Twitch,
+        SchemeType::Zoom => Scheme::Zoom,
+        SchemeType::Meta => Scheme::Meta,
+        SchemeType::Gitlab => Scheme::Gitlab,
+        SchemeType::Paddle => Scheme::Paddle,
+        SchemeType::Square => Scheme::Square {
+            public_url: spec.public_url.clone().unwrap_or_default(),
+        },
+        SchemeType::Sendgrid => Scheme::Sendgrid,
+        SchemeType::Linear => Scheme::Linear,
+    }
+}
+
+/// A scheme's default sources: the first present wins.
+fn defaulted(sources: Vec<defaults::DefaultSource>) -> Source {
+    use defaults::DefaultSource as D;
+    let mut all: Vec<Source> = sources
+        .into_iter()
+        .map(|d| match d {
+            D::Header(h) => Source::Headers(vec![lower(&h)]),
+            D::Pointer(p) => Source::Pointer(p.into()),
+            D::Form(f) => Source::Form(f.into()),
+            D::SignatureDigest => Source::SignatureDigest,
+        })
+        .collect();
+    // Header names in a row are one lookup: the first present wins either way.
+    if all.len() > 1 && all.iter().all(|s| matches!(s, Source::Headers(_))) {
+        let names = all
+            .into_iter()
+            .flat_map(|s| match s {
+                Source::Headers(n) => n,
+                _ => unreachable!("all headers"),
+            })
+            .collect();
+        return Source::Headers(names);
+    }
+    match all.len() {
+        1 => all.remove(0),
+        _ => Source::FirstOf(all),
     }
 }
 
@@ -62,6 +105,29 @@ fn source(s: &crate::crd::FieldSource) -> Source {
         (None, Some(p)) => Source::Pointer(p.clone()),
         (None, None) => unreachable!("validated: exactly one of header or jsonPointer"),
     }
+}
+
+/// One value of a referenced Secret; the error names `field` and never shows a value.
+fn secret_value<'s>(
+    secrets: &'s Secrets,
+    namespace: &str,
+    field: &str,
+    r: &crate::crd::SecretKeyRef,
+) -> Result<&'s [u8], FieldError> {
+    let data = secrets
+        .get(&(namespace.to_string(), r.name.clone()))
+        .ok_or_else(|| {
+            FieldError::new(
+                format!("{field}.name"),
+                format!("Secret {namespace}/{} not found", r.name),
+            )
+        })?;
+    data.get(&r.key).map(Vec::as_slice).ok_or_else(|| {
+        FieldError::new(
+            format!("{field}.key"),
+            format!("Secret {namespace}/{} has no key {:?}", r.name, r.key),
+        )
+    })
 }
 
 /// Validates `wi` and compiles it with key material from `secrets`. Errors name the field.
@@ -86,23 +152,7 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
     let mut keys = Vec::with_capacity(spec.keys.len());
     for (i, k) in spec.keys.iter().enumerate() {
         let field = format!("spec.keys[{i}].secretRef");
-        let data = secrets
-            .get(&(namespace.clone(), k.secret_ref.name.clone()))
-            .ok_or_else(|| {
-                FieldError::new(
-                    format!("{field}.name"),
-                    format!("Secret {namespace}/{} not found", k.secret_ref.name),
-                )
-            })?;
-        let raw = data.get(&k.secret_ref.key).ok_or_else(|| {
-            FieldError::new(
-                format!("{field}.key"),
-                format!(
-                    "Secret {namespace}/{} has no key {:?}",
-                    k.secret_ref.name, k.secret_ref.key
-                ),
-            )
-        })?;
+        let raw = secret_value(secrets, &namespace, &field, &k.secret_ref)?;
         // The parse error describes the format problem; it never contains the key bytes.
         let material = scheme.parse_key(raw).map_err(|e| {
             FieldError::new(
@@ -117,19 +167,23 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
         });
     }
 
-    let event_id = match (&spec.event_id, spec.scheme.type_) {
-        (Some(s), _) => source(s),
-        // Svix sends the same headers under its own prefix.
-        (None, SchemeType::StandardWebhooks) => {
-            Source::Headers(vec!["webhook-id".into(), "svix-id".into()])
-        }
-        (None, t) => source(&defaults::event_id(t, generic_id_header.as_deref())),
+    let event_id = match &spec.event_id {
+        Some(s) => source(s),
+        None => defaulted(defaults::event_id(
+            spec.scheme.type_,
+            generic_id_header.as_deref(),
+        )),
     };
-    let event_type = source(
-        spec.event_type
-            .as_ref()
-            .unwrap_or(&defaults::event_type(spec.scheme.type_)),
-    );
+    let event_type = match &spec.event_type {
+        Some(s) => source(s),
+        None => defaulted(defaults::event_type(spec.scheme.type_)),
+    };
+    let verify_token = match &spec.scheme.verify_token_ref {
+        Some(r) => Some(super::VerifyToken(
+            secret_value(secrets, &namespace, "spec.scheme.verifyTokenRef", r)?.to_vec(),
+        )),
+        None => None,
+    };
     let integration = format!("{namespace}/{name}");
     let delivery = crate::route::target::compile(
         spec,
@@ -141,7 +195,7 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
     let replay = spec.replay.clone().unwrap_or_default();
     let tolerance = match &replay.tolerance {
         Some(t) => validate::duration("spec.replay.tolerance", t)?,
-        None => defaults::TOLERANCE,
+        None => defaults::tolerance(spec.scheme.type_),
     };
     let nonce_retention = match &replay.nonce_retention {
         Some(t) => validate::duration("spec.replay.nonceRetention", t)?,
@@ -162,6 +216,7 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
             .clone()
             .unwrap_or_else(|| defaults::path(&namespace, &name)),
         verifier: Verifier::new(scheme, keys),
+        verify_token,
         event_id,
         event_type,
         tolerance,

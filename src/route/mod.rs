@@ -24,6 +24,43 @@ pub enum Source {
     Headers(Vec<String>),
     /// An RFC 6901 pointer into the JSON body.
     Pointer(String),
+    /// A parameter of a form-encoded body (`application/x-www-form-urlencoded`).
+    Form(String),
+    /// The hex SHA-256 of the signature that matched.
+    SignatureDigest,
+    /// The first of these that yields a value.
+    FirstOf(Vec<Source>),
+}
+
+impl Source {
+    /// Whether the value comes from what the signature covers (the body, or the signature
+    /// itself), so that it needs no separate replay nonce.
+    pub fn signed(&self) -> bool {
+        match self {
+            Source::Headers(_) => false,
+            Source::Pointer(_) | Source::Form(_) | Source::SignatureDigest => true,
+            Source::FirstOf(all) => all.iter().all(Source::signed),
+        }
+    }
+
+    /// Whether reading it needs the body parsed as JSON.
+    pub fn reads_json(&self) -> bool {
+        match self {
+            Source::Pointer(_) => true,
+            Source::FirstOf(all) => all.iter().any(Source::reads_json),
+            _ => false,
+        }
+    }
+}
+
+/// Meta's verify token: a secret, so never printed.
+#[derive(Clone)]
+pub struct VerifyToken(pub Vec<u8>);
+
+impl std::fmt::Debug for VerifyToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("VerifyToken([redacted])")
+    }
 }
 
 /// Everything the receiver needs to handle one integration's requests.
@@ -33,6 +70,8 @@ pub struct CompiledRoute {
     pub integration: String,
     pub path: String,
     pub verifier: Verifier,
+    /// `scheme.verifyTokenRef` (Meta): answers the unsigned subscription `GET`.
+    pub verify_token: Option<VerifyToken>,
     pub event_id: Source,
     pub event_type: Source,
     pub tolerance: Duration,

@@ -78,7 +78,7 @@ pub fn compile(
             })?;
             match standard_webhooks::parse_key(raw) {
                 Ok(KeyMaterial::Hmac(bytes)) => Some(bytes),
-                Ok(KeyMaterial::Ed25519(_)) => {
+                Ok(KeyMaterial::Ed25519(_) | KeyMaterial::EcdsaP256(_)) => {
                     return Err(FieldError::new(
                         field,
                         "must be a whsec_ (HMAC) secret, not a public key",

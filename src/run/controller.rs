@@ -32,13 +32,7 @@ pub struct Config {
 }
 
 fn references(wi: &WebhookIntegration, secret: &str) -> bool {
-    wi.spec.keys.iter().any(|k| k.secret_ref.name == secret)
-        || wi
-            .spec
-            .delivery
-            .signing_secret_ref
-            .as_ref()
-            .is_some_and(|r| r.name == secret)
+    wi.spec.secret_refs().iter().any(|r| r.name == secret)
 }
 
 fn error_policy(

@@ -176,7 +176,9 @@ impl GenericScheme {
             key_id,
             prefix,
             suffix,
+            body: super::SignedBody::Raw,
             candidates: Vec::new(),
+            body_timestamp: None,
             signed_id: (self.event_id_header.is_some() && self.template.uses_event_id())
                 .then(|| event_id.to_string()),
         };

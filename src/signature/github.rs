@@ -24,7 +24,9 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
         key_id: None,
         prefix: Vec::new(),
         suffix: Vec::new(),
+        body: super::SignedBody::Raw,
         candidates,
+        body_timestamp: None,
         signed_id: None,
     })
 }

@@ -10,8 +10,10 @@ use std::fmt;
 /// Verification material for one key.
 #[derive(Clone)]
 pub enum KeyMaterial {
+    /// A shared secret: HMAC key (SHA-256 or SHA-1 by scheme), or GitLab's token.
     Hmac(Vec<u8>),
     Ed25519(VerifyingKey),
+    EcdsaP256(p256::ecdsa::VerifyingKey),
 }
 
 /// One entry of an integration's key ring.
@@ -29,6 +31,7 @@ impl fmt::Debug for Key {
         let kind = match self.material {
             KeyMaterial::Hmac(_) => "hmac",
             KeyMaterial::Ed25519(_) => "ed25519",
+            KeyMaterial::EcdsaP256(_) => "ecdsa-p256",
         };
         f.debug_struct("Key")
             .field("id", &self.id)
@@ -43,6 +46,7 @@ impl fmt::Debug for Key {
 pub enum SigningKey {
     Hmac(Vec<u8>),
     Ed25519(EdSigningKey),
+    EcdsaP256(p256::ecdsa::SigningKey),
 }
 
 impl fmt::Debug for SigningKey {
@@ -50,6 +54,7 @@ impl fmt::Debug for SigningKey {
         f.write_str(match self {
             SigningKey::Hmac(_) => "SigningKey::Hmac([redacted])",
             SigningKey::Ed25519(_) => "SigningKey::Ed25519([redacted])",
+            SigningKey::EcdsaP256(_) => "SigningKey::EcdsaP256([redacted])",
         })
     }
 }
@@ -78,6 +83,44 @@ pub fn parse_ed25519_private(raw: &[u8]) -> Result<EdSigningKey, String> {
             .map_err(|_| "not a valid PEM (PKCS#8) Ed25519 private key".to_string())
     })?;
     Ok(EdSigningKey::from_bytes(&bytes))
+}
+
+/// A P-256 public key as SendGrid shows it: base64 of the DER SubjectPublicKeyInfo; PEM too.
+pub fn parse_p256_public(raw: &[u8]) -> Result<p256::ecdsa::VerifyingKey, String> {
+    use p256::pkcs8::DecodePublicKey;
+    let text = std::str::from_utf8(raw)
+        .map_err(|_| "key is not text: expected base64 DER or PEM".to_string())?
+        .trim();
+    if text.starts_with("-----BEGIN PUBLIC KEY-----") {
+        return p256::ecdsa::VerifyingKey::from_public_key_pem(text)
+            .map_err(|_| "not a valid PEM (SPKI) P-256 public key".to_string());
+    }
+    let der = STANDARD
+        .decode(text)
+        .map_err(|_| "key must be base64 DER (SubjectPublicKeyInfo) or PEM".to_string())?;
+    p256::ecdsa::VerifyingKey::from_public_key_der(&der)
+        .map_err(|_| "not a valid DER (SPKI) P-256 public key".to_string())
+}
+
+/// A P-256 private key: PEM (PKCS#8 or SEC1 `EC PRIVATE KEY`), or base64 of the PKCS#8 DER.
+pub fn parse_p256_private(raw: &[u8]) -> Result<p256::ecdsa::SigningKey, String> {
+    use p256::pkcs8::DecodePrivateKey;
+    let text = std::str::from_utf8(raw)
+        .map_err(|_| "key is not text: expected PEM or base64 DER".to_string())?
+        .trim();
+    let bad = |_: p256::pkcs8::Error| "not a valid P-256 private key (PKCS#8 or SEC1)".to_string();
+    if text.starts_with("-----BEGIN EC PRIVATE KEY-----") {
+        let secret = p256::SecretKey::from_sec1_pem(text)
+            .map_err(|_| "not a valid SEC1 P-256 private key".to_string())?;
+        return Ok(secret.into());
+    }
+    if text.starts_with("-----BEGIN PRIVATE KEY-----") {
+        return p256::ecdsa::SigningKey::from_pkcs8_pem(text).map_err(bad);
+    }
+    let der = STANDARD
+        .decode(text)
+        .map_err(|_| "key must be PEM or base64 PKCS#8 DER".to_string())?;
+    p256::ecdsa::SigningKey::from_pkcs8_der(&der).map_err(bad)
 }
 
 fn decode_32(
@@ -156,6 +199,28 @@ mod tests {
         let err = parse_ed25519_public(STANDARD.encode([1u8; 31]).as_bytes()).unwrap_err();
         assert!(err.contains("31 bytes"), "{err}");
         assert!(parse_ed25519_public(b"not a key at all!").is_err());
+    }
+
+    #[test]
+    fn p256_keys_parse_from_base64_der_and_pem_and_pair_up() {
+        use p256::pkcs8::{EncodePrivateKey, EncodePublicKey};
+        let private = p256::ecdsa::SigningKey::from_slice(&[9u8; 32]).expect("scalar in range");
+        let public = *private.verifying_key();
+        let der = public.to_public_key_der().expect("der").into_vec();
+        let pem = public.to_public_key_pem(Default::default()).expect("pem");
+        for form in [STANDARD.encode(&der).into_bytes(), pem.into_bytes()] {
+            assert_eq!(parse_p256_public(&form).expect("parses"), public);
+        }
+        let pkcs8 = private.to_pkcs8_pem(Default::default()).expect("pem");
+        assert_eq!(
+            parse_p256_private(pkcs8.as_bytes())
+                .expect("parses")
+                .verifying_key(),
+            &public
+        );
+        let err = parse_p256_public(STANDARD.encode([1u8; 40]).as_bytes()).unwrap_err();
+        assert!(err.contains("P-256"), "{err}");
+        assert!(parse_p256_public(b"\xff\xfe").is_err());
     }
 
     #[test]

@@ -6,25 +6,37 @@
 //! Only [`Verifier::verify`] can produce a [`Verified`], and the inbox only accepts events built from
 //! one: an unverified request has no path to storage.
 
+pub mod discord;
 pub mod ed25519;
 pub mod generic;
 pub mod github;
+pub mod gitlab;
 pub mod hmac_sha256;
 pub mod keys;
+pub mod linear;
+pub mod meta;
+pub mod paddle;
+pub mod sendgrid;
 pub mod shopify;
 pub mod slack;
+pub mod square;
 pub mod standard_webhooks;
 pub mod stripe;
+pub mod twilio;
+pub mod twitch;
+pub mod zoom;
 
+mod handshake;
 mod request;
 mod verifier;
 
 use axum::http::HeaderMap;
 
 pub use generic::{Encoding, GenericScheme, Template};
+pub use handshake::{Handshake, Subscription};
 pub use keys::{Key, KeyMaterial, SigningKey};
-pub use request::{Candidate, Envelope, Rejection, SignInput, Unverified, Verified};
-pub use verifier::{Prepared, Verifier, hmac_sha256};
+pub use request::{Candidate, Envelope, Rejection, SignInput, SignedBody, Unverified, Verified};
+pub use verifier::{Prepared, Verifier, hmac_sha1, hmac_sha256};
 
 /// Most signatures one request may offer. Providers send one, or two while a secret rolls; the cap
 /// keeps a request from costing keys x thousands of Ed25519 or HMAC checks. More is 400.
@@ -40,6 +52,22 @@ pub enum Scheme {
     Shopify,
     HmacSha256(GenericScheme),
     Ed25519(GenericScheme),
+    Discord,
+    /// `public_url`: the exact URL configured in Twilio, which Twilio signs.
+    Twilio {
+        public_url: String,
+    },
+    Twitch,
+    Zoom,
+    Meta,
+    Gitlab,
+    Paddle,
+    /// `public_url`: the notification URL configured in Square, which Square signs.
+    Square {
+        public_url: String,
+    },
+    Sendgrid,
+    Linear,
 }
 
 impl Scheme {
@@ -53,6 +81,16 @@ impl Scheme {
             Scheme::Shopify => "shopify",
             Scheme::HmacSha256(_) => "hmac-sha256",
             Scheme::Ed25519(_) => "ed25519",
+            Scheme::Discord => "discord",
+            Scheme::Twilio { .. } => "twilio",
+            Scheme::Twitch => "twitch",
+            Scheme::Zoom => "zoom",
+            Scheme::Meta => "meta",
+            Scheme::Gitlab => "gitlab",
+            Scheme::Paddle => "paddle",
+            Scheme::Square { .. } => "square",
+            Scheme::Sendgrid => "sendgrid",
+            Scheme::Linear => "linear",
         }
     }
 
@@ -65,11 +103,22 @@ impl Scheme {
             Scheme::Slack => vec!["x-slack-signature"],
             Scheme::Shopify => vec!["x-shopify-hmac-sha256"],
             Scheme::HmacSha256(g) | Scheme::Ed25519(g) => vec![g.signature_header.as_str()],
+            Scheme::Discord => vec![discord::SIGNATURE],
+            Scheme::Twilio { .. } => vec![twilio::SIGNATURE],
+            Scheme::Twitch => vec![twitch::SIGNATURE],
+            Scheme::Zoom => vec![zoom::SIGNATURE],
+            Scheme::Meta => vec![meta::SIGNATURE, "x-hub-signature"],
+            Scheme::Gitlab => vec![gitlab::TOKEN],
+            Scheme::Paddle => vec![paddle::SIGNATURE],
+            Scheme::Square { .. } => vec![square::SIGNATURE, "x-square-signature"],
+            Scheme::Sendgrid => vec![sendgrid::SIGNATURE],
+            Scheme::Linear => vec![linear::SIGNATURE],
         }
     }
 
-    /// Reads the scheme's headers. Runs before any key is touched and before the body is parsed.
-    pub fn envelope(&self, headers: &HeaderMap) -> Result<Envelope, Rejection> {
+    /// Reads the scheme's headers (and for Twilio the query string, part of its signed URL).
+    /// Runs before any key is touched and before the body is read.
+    pub fn envelope(&self, headers: &HeaderMap, query: Option<&str>) -> Result<Envelope, Rejection> {
         match self {
             Scheme::Stripe => stripe::envelope(headers),
             Scheme::Github => github::envelope(headers),
@@ -78,6 +127,42 @@ impl Scheme {
             Scheme::Shopify => shopify::envelope(headers),
             Scheme::HmacSha256(g) => hmac_sha256::envelope(g, headers),
             Scheme::Ed25519(g) => ed25519::envelope(g, headers),
+            Scheme::Discord => discord::envelope(headers),
+            Scheme::Twilio { public_url } => twilio::envelope(public_url, headers, query),
+            Scheme::Twitch => twitch::envelope(headers),
+            Scheme::Zoom => zoom::envelope(headers),
+            Scheme::Meta => meta::envelope(headers),
+            Scheme::Gitlab => gitlab::envelope(headers),
+            Scheme::Paddle => paddle::envelope(headers),
+            Scheme::Square { public_url } => square::envelope(public_url, headers),
+            Scheme::Sendgrid => sendgrid::envelope(headers),
+            Scheme::Linear => linear::envelope(headers),
+        }
+    }
+
+    /// A verified request that is the provider checking the endpoint, and the answer it expects.
+    /// `key` is the key that verified it (Zoom answers with an HMAC under it).
+    pub fn handshake(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        key: &KeyMaterial,
+    ) -> Option<Handshake> {
+        match self {
+            Scheme::Slack => slack::handshake(body),
+            Scheme::Discord => discord::handshake(body),
+            Scheme::Twitch => twitch::handshake(headers, body),
+            Scheme::Zoom => zoom::handshake(body, key),
+            _ => None,
+        }
+    }
+
+    /// The query string a sender must add to the URL it posts to, when the scheme signs one
+    /// (Twilio's `bodySHA256` for JSON bodies).
+    pub fn signed_query(&self, body: &[u8]) -> Option<String> {
+        match self {
+            Scheme::Twilio { .. } => twilio::signed_query(body),
+            _ => None,
         }
     }
 
@@ -90,10 +175,22 @@ impl Scheme {
         match self {
             Scheme::Stripe => Ok(KeyMaterial::Hmac(keys::trim_newline(raw).to_vec())),
             Scheme::StandardWebhooks => standard_webhooks::parse_key(raw),
-            Scheme::Github | Scheme::Slack | Scheme::Shopify | Scheme::HmacSha256(_) => {
-                Ok(KeyMaterial::Hmac(keys::trim_newline(raw).to_vec()))
+            Scheme::Ed25519(_) | Scheme::Discord => {
+                keys::parse_ed25519_public(raw).map(KeyMaterial::Ed25519)
             }
-            Scheme::Ed25519(_) => keys::parse_ed25519_public(raw).map(KeyMaterial::Ed25519),
+            Scheme::Sendgrid => keys::parse_p256_public(raw).map(KeyMaterial::EcdsaP256),
+            Scheme::Github
+            | Scheme::Slack
+            | Scheme::Shopify
+            | Scheme::HmacSha256(_)
+            | Scheme::Twilio { .. }
+            | Scheme::Twitch
+            | Scheme::Zoom
+            | Scheme::Meta
+            | Scheme::Gitlab
+            | Scheme::Paddle
+            | Scheme::Square { .. }
+            | Scheme::Linear => Ok(KeyMaterial::Hmac(keys::trim_newline(raw).to_vec())),
         }
     }
 
@@ -111,8 +208,33 @@ impl Scheme {
             Scheme::Shopify => shopify::sign(key, input),
             Scheme::HmacSha256(g) => hmac_sha256::sign(g, key, input),
             Scheme::Ed25519(g) => ed25519::sign(g, key, input),
+            Scheme::Discord => discord::sign(key, input),
+            Scheme::Twilio { public_url } => twilio::sign(public_url, key, input),
+            Scheme::Twitch => twitch::sign(key, input),
+            Scheme::Zoom => zoom::sign(key, input),
+            Scheme::Meta => meta::sign(key, input),
+            Scheme::Gitlab => gitlab::sign(key, input),
+            Scheme::Paddle => paddle::sign(key, input),
+            Scheme::Square { public_url } => square::sign(public_url, key, input),
+            Scheme::Sendgrid => sendgrid::sign(key, input),
+            Scheme::Linear => linear::sign(key, input),
         }
     }
+}
+
+/// The HMAC secret a signer needs, or an error naming the scheme.
+fn hmac_secret<'k>(key: &'k SigningKey, scheme: &str) -> Result<&'k [u8], String> {
+    match key {
+        SigningKey::Hmac(secret) => Ok(secret),
+        _ => Err(format!("{scheme} signs with a shared secret, not a private key")),
+    }
+}
+
+/// Parses an RFC 3339 timestamp header value (Twitch) to unix seconds.
+pub fn parse_rfc3339_seconds(s: &str) -> Result<i64, Rejection> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| t.timestamp())
+        .map_err(|_| Rejection::Malformed("bad_timestamp"))
 }
 
 /// A header's value exactly as sent; `None` when absent, an error when present but not visible

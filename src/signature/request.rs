@@ -9,6 +9,8 @@ use sha2::{Digest, Sha256};
 #[derive(Clone, Copy)]
 pub struct Unverified<'a> {
     pub headers: &'a HeaderMap,
+    /// The raw query string, without `?`; only Twilio signs it (inside its URL).
+    pub query: Option<&'a str>,
     pub body: &'a [u8],
 }
 
@@ -65,20 +67,59 @@ impl Rejection {
 #[derive(Clone)]
 pub enum Candidate {
     HmacSha256(Vec<u8>),
+    /// Twilio's: HMAC-SHA1.
+    HmacSha1(Vec<u8>),
     Ed25519(Signature),
+    /// SendGrid's: ECDSA P-256 over SHA-256.
+    EcdsaP256(p256::ecdsa::Signature),
+    /// GitLab's: the shared token itself, compared in constant time; proves the token, not the body.
+    Token(Vec<u8>),
 }
 
-/// What a scheme reads from the headers: the signed message is `prefix ++ body ++ suffix`.
+/// Which bytes of the body the signature covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignedBody {
+    /// `prefix ++ body ++ suffix`.
+    Raw,
+    /// `prefix ++` each form parameter's name and value, sorted (Twilio form posts).
+    FormPairs,
+    /// `prefix ++ suffix` only, and the body must hash to this SHA-256 (Twilio JSON posts, where
+    /// the hash travels in the signed URL).
+    Sha256([u8; 32]),
+}
+
+/// What a scheme reads from the headers (and the query): what was signed, which signatures were
+/// offered, and the signed timestamp.
 pub struct Envelope {
     pub timestamp: Option<i64>,
     /// Set when the scheme names the key that signed; then only that key is tried.
     pub key_id: Option<String>,
     pub prefix: Vec<u8>,
     pub suffix: Vec<u8>,
+    pub body: SignedBody,
     pub candidates: Vec<Candidate>,
     /// An event id header value that is part of the signed message (Standard Webhooks, a
-    /// generic `signedPayload` with `{event_id}`).
+    /// generic `signedPayload` with `{event_id}`), or that alone proves the event (GitLab's UUID).
     pub signed_id: Option<String>,
+    /// For schemes whose signed timestamp is inside the body (Linear): read after the signature
+    /// matched, as unix seconds.
+    pub body_timestamp: Option<fn(&[u8]) -> Result<i64, Rejection>>,
+}
+
+impl Envelope {
+    /// The common case: `prefix ++ body ++ suffix` signed, nothing else.
+    pub fn signed(prefix: Vec<u8>, candidates: Vec<Candidate>) -> Self {
+        Self {
+            timestamp: None,
+            key_id: None,
+            prefix,
+            suffix: Vec::new(),
+            body: SignedBody::Raw,
+            candidates,
+            signed_id: None,
+            body_timestamp: None,
+        }
+    }
 }
 
 /// Everything a scheme's signer needs to produce the provider's headers.

@@ -30,9 +30,23 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
         // Raw header text, since that is what Slack put in the base string.
         prefix: format!("v0:{ts}:").into_bytes(),
         suffix: Vec::new(),
+        body: super::SignedBody::Raw,
         candidates,
+        body_timestamp: None,
         signed_id: None,
     })
+}
+
+/// Events API `url_verification`: answered `{"challenge":C}`.
+pub fn handshake(body: &[u8]) -> Option<super::Handshake> {
+    let json: serde_json::Value = serde_json::from_slice(body).ok()?;
+    if json.get("type")?.as_str()? != "url_verification" {
+        return None;
+    }
+    let challenge = json.get("challenge")?.as_str()?;
+    Some(super::Handshake::Json(
+        serde_json::json!({ "challenge": challenge }).to_string(),
+    ))
 }
 
 pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>, String> {
@@ -93,6 +107,21 @@ mod tests {
         assert_eq!(
             verify_at(&v, &retimed, BODY, at(1_531_420_620)).unwrap_err(),
             MISMATCH
+        );
+    }
+
+    #[test]
+    fn url_verification_is_answered_with_its_challenge() {
+        let body = br#"{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#;
+        assert_eq!(
+            super::handshake(body),
+            Some(super::super::Handshake::Json(
+                r#"{"challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"}"#.into()
+            ))
+        );
+        assert_eq!(
+            super::handshake(br#"{"type":"event_callback","challenge":"x"}"#),
+            None
         );
     }
 

@@ -68,7 +68,9 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
         key_id: None,
         prefix: format!("{id}.{ts}.").into_bytes(),
         suffix: Vec::new(),
+        body: super::SignedBody::Raw,
         candidates,
+        body_timestamp: None,
         signed_id: Some(id.to_string()),
     })
 }
@@ -112,7 +114,7 @@ pub fn parse_signing_secret(raw: &[u8]) -> Result<SigningKey, String> {
     let Some(b64) = text.strip_prefix("whsk_") else {
         return match parse_key(raw)? {
             KeyMaterial::Hmac(secret) => Ok(SigningKey::Hmac(secret)),
-            KeyMaterial::Ed25519(_) => {
+            KeyMaterial::Ed25519(_) | KeyMaterial::EcdsaP256(_) => {
                 Err("a whpk_ public key cannot sign; use the whsk_ key".into())
             }
         };
@@ -144,6 +146,9 @@ pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>
             "v1a,{}",
             STANDARD.encode(key.sign(&parts.concat()).to_bytes())
         ),
+        SigningKey::EcdsaP256(_) => {
+            return Err("standard-webhooks signs with whsec_ or whsk_ keys, not ECDSA".into());
+        }
     };
     Ok(vec![
         (WEBHOOK.id.into(), input.event_id.into()),

@@ -15,7 +15,9 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
         key_id: None,
         prefix: Vec::new(),
         suffix: Vec::new(),
+        body: super::SignedBody::Raw,
         candidates: Vec::new(),
+        body_timestamp: None,
         signed_id: None,
     };
     let Some(value) = header_str(headers, SIGNATURE)? else {

@@ -75,7 +75,14 @@ pub fn verify_at(
     body: &[u8],
     now: DateTime<Utc>,
 ) -> Result<Verified, Rejection> {
-    v.verify(Unverified { headers, body }, now)
+    v.verify(
+        Unverified {
+            headers,
+            query: None,
+            body,
+        },
+        now,
+    )
 }
 
 pub fn verify(v: &Verifier, headers: &HeaderMap, body: &[u8]) -> Result<Verified, Rejection> {

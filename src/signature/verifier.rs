@@ -1,18 +1,22 @@
 //! The one [`Verifier`]: key selection, retirement, constant-time comparison, for every scheme.
 
 use super::{
-    Candidate, Envelope, Key, KeyMaterial, MAX_SIGNATURES, Rejection, Scheme, Unverified, Verified,
+    Candidate, Envelope, Key, KeyMaterial, MAX_SIGNATURES, Rejection, Scheme, SignedBody,
+    Unverified, Verified,
 };
 use axum::http::HeaderMap;
 use chrono::{DateTime, Utc};
 use hmac::{KeyInit, Mac};
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 type HmacSha256 = hmac::Hmac<Sha256>;
+type HmacSha1 = hmac::Hmac<sha1::Sha1>;
 
 /// An HMAC-SHA256 tag's length; a candidate of any other length cannot match.
 const HMAC_LEN: usize = 32;
+/// An HMAC-SHA1 tag's length.
+const HMAC_SHA1_LEN: usize = 20;
 
 /// A scheme plus the keys that may sign for one integration. Built once per route build.
 #[derive(Clone)]
@@ -40,7 +44,7 @@ impl Verifier {
             .iter()
             .map(|k| match &k.material {
                 KeyMaterial::Hmac(secret) => <HmacSha256 as KeyInit>::new_from_slice(secret).ok(),
-                KeyMaterial::Ed25519(_) => None,
+                KeyMaterial::Ed25519(_) | KeyMaterial::EcdsaP256(_) => None,
             })
             .collect();
         Self {
@@ -61,14 +65,20 @@ impl Verifier {
     /// Checks the signature on the raw bytes. `now` decides which keys are retired, so a key stops
     /// working at its `retireAt` even if nothing rebuilt the route.
     pub fn verify(&self, req: Unverified<'_>, now: DateTime<Utc>) -> Result<Verified, Rejection> {
-        let prepared = self.prepare(req.headers, now)?;
+        let prepared = self.prepare(req.headers, req.query, now)?;
         self.check(prepared, req.body)
     }
 
     /// The cheap half of [`Verifier::verify`], from the headers alone, so that the receiver can
     /// refuse before it reads the body: header shape, the number of signatures, the key id.
-    pub fn prepare(&self, headers: &HeaderMap, now: DateTime<Utc>) -> Result<Prepared, Rejection> {
-        let env = self.scheme.envelope(headers)?;
+    /// `query` is the raw query string (Twilio signs the URL).
+    pub fn prepare(
+        &self,
+        headers: &HeaderMap,
+        query: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Prepared, Rejection> {
+        let env = self.scheme.envelope(headers, query)?;
         if env.candidates.is_empty() {
             return Err(Rejection::InvalidSignature("missing_signature"));
         }
@@ -98,19 +108,51 @@ impl Verifier {
     /// The expensive half: the MACs and signatures over the body.
     pub fn check(&self, prepared: Prepared, body: &[u8]) -> Result<Verified, Rejection> {
         let Prepared { env, keys } = prepared;
+        let form;
+        let signed_body: &[u8] = match env.body {
+            SignedBody::Raw => body,
+            SignedBody::FormPairs => {
+                form = super::twilio::form_pairs(body)?;
+                &form
+            }
+            SignedBody::Sha256(want) => {
+                // The signature covers the hash (in the URL), so the body must be the one hashed.
+                if !bool::from(Sha256::digest(body).as_slice().ct_eq(&want)) {
+                    return Err(Rejection::InvalidSignature("body_hash_mismatch"));
+                }
+                &[]
+            }
+        };
         let mut message: Option<Vec<u8>> = None;
         for i in keys {
             let (key, keyed) = (&self.keys[i], self.keyed[i].as_ref());
-            if let Some(sig) = matching_candidate(key, keyed, &env, body, &mut message) {
+            if let Some(sig) = matching_candidate(key, keyed, &env, signed_body, &mut message) {
+                let timestamp = match env.body_timestamp {
+                    Some(read) => Some(read(body)?),
+                    None => env.timestamp,
+                };
                 return Ok(Verified {
                     key_id: key.id.clone(),
                     signed_id: env.signed_id,
-                    timestamp: env.timestamp,
+                    timestamp,
                     signature: sig,
                 });
             }
         }
         Err(Rejection::InvalidSignature("signature_mismatch"))
+    }
+}
+
+impl Verifier {
+    /// The answer to a provider's endpoint check, when the verified request is one.
+    pub fn handshake(
+        &self,
+        verified: &Verified,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Option<super::Handshake> {
+        let key = self.keys.iter().find(|k| k.id == verified.key_id)?;
+        self.scheme.handshake(headers, body, &key.material)
     }
 }
 
@@ -130,7 +172,10 @@ fn matching_candidate(
     message: &mut Option<Vec<u8>>,
 ) -> Option<Vec<u8>> {
     match &key.material {
-        KeyMaterial::Hmac(_) => {
+        KeyMaterial::Hmac(secret) => {
+            if let Some(found) = matching_sha1_or_token(secret, env, body) {
+                return Some(found);
+            }
             // No candidate of a tag's length: nothing can match, so the body is not hashed.
             let sized =
                 |c: &Candidate| matches!(c, Candidate::HmacSha256(s) if s.len() == HMAC_LEN);
@@ -160,7 +205,56 @@ fn matching_candidate(
                 _ => None,
             })
         }
+        KeyMaterial::EcdsaP256(public) => {
+            use p256::ecdsa::signature::Verifier as _;
+            let msg =
+                message.get_or_insert_with(|| [&env.prefix[..], body, &env.suffix[..]].concat());
+            env.candidates.iter().find_map(|c| match c {
+                // (r, n - s) verifies as well as (r, s): the low-s form is the one remembered, so
+                // a flipped copy of a captured signature is still a replay of the same nonce.
+                Candidate::EcdsaP256(sig) if public.verify(msg, sig).is_ok() => Some(
+                    sig.normalize_s().to_bytes().to_vec(),
+                ),
+                _ => None,
+            })
+        }
     }
+}
+
+/// The shared-secret candidates other than HMAC-SHA256: Twilio's HMAC-SHA1 and GitLab's token.
+fn matching_sha1_or_token(secret: &[u8], env: &Envelope, body: &[u8]) -> Option<Vec<u8>> {
+    let mut sha1_tag = None;
+    env.candidates.iter().find_map(|c| match c {
+        Candidate::HmacSha1(sig) if sig.len() == HMAC_SHA1_LEN => {
+            let tag = sha1_tag.get_or_insert_with(|| {
+                let mut mac = <HmacSha1 as KeyInit>::new_from_slice(secret)
+                    .expect("HMAC takes any key length");
+                mac.update(&env.prefix);
+                mac.update(body);
+                mac.update(&env.suffix);
+                mac.finalize().into_bytes().to_vec()
+            });
+            bool::from(sig.as_slice().ct_eq(tag)).then(|| sig.clone())
+        }
+        // Digests of equal length, so the comparison leaks neither the token nor its length. The
+        // token is the same on every request: what is remembered is the event id it came with.
+        Candidate::Token(token) => bool::from(
+            Sha256::digest(token)
+                .as_slice()
+                .ct_eq(Sha256::digest(secret).as_slice()),
+        )
+        .then(|| env.signed_id.clone().unwrap_or_default().into_bytes()),
+        _ => None,
+    })
+}
+
+/// HMAC-SHA1 of the parts; Twilio's signer.
+pub fn hmac_sha1(secret: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    let mut mac = <HmacSha1 as KeyInit>::new_from_slice(secret).expect("HMAC takes any key length");
+    for p in parts {
+        mac.update(p);
+    }
+    mac.finalize().into_bytes().to_vec()
 }
 
 /// HMAC-SHA256 of `prefix ++ body ++ suffix`; shared by every HMAC scheme's signer.

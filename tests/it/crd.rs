@@ -86,7 +86,17 @@ fn crd_has_the_contracted_names_and_status_subresource() {
             "slack",
             "shopify",
             "hmac-sha256",
-            "ed25519"
+            "ed25519",
+            "discord",
+            "twilio",
+            "twitch",
+            "zoom",
+            "meta",
+            "gitlab",
+            "paddle",
+            "square",
+            "sendgrid",
+            "linear"
         ]
     );
     // Rules the API server enforces that a plain schema cannot express.

@@ -35,6 +35,17 @@ const PIECES: &[&[u8]] = &[
     b"==",
     b"{\"id\":\"evt_1\"}",
     b"\xc3\x28",
+    b"ts=",
+    b";h1=",
+    b"bodySHA256=",
+    b"hub.mode=subscribe&hub.verify_token=verify-token&hub.challenge=",
+    b"&",
+    b"%2B",
+    b"2023-11-14T22:13:20Z",
+    b"2023-11-14T22:13:20.123456789+01:00",
+    b"{\"webhookTimestamp\":1700000000000}",
+    b"{\"type\":1}",
+    b"MEUCIQ",
 ];
 
 fn input(rng: &mut StdRng) -> Vec<u8> {

@@ -597,6 +597,7 @@ async fn send_signs_with_the_cluster_keys_and_the_receiver_verifies_it() {
                     let ok = v
                         .verify(
                             Unverified {
+                                query: None,
                                 headers: &headers,
                                 body: &body,
                             },

@@ -96,6 +96,7 @@ fn verify(v: &Verifier, signature: &[u8], message: &[u8]) -> Result<(), Rejectio
     );
     v.verify(
         Unverified {
+            query: None,
             headers: &headers,
             body: message,
         },

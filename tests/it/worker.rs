@@ -358,6 +358,7 @@ fn assert_signature_verifies(r: &Received) {
     );
     v.verify(
         Unverified {
+            query: None,
             headers: &r.headers,
             body: &r.body,
         },

@@ -93,6 +93,7 @@ fn stripe(len: usize, iters: usize) -> anyhow::Result<Case> {
     let now = chrono::Utc::now();
     let h = signed(&scheme, &SigningKey::Hmac(secret), &body, now)?;
     let req = Unverified {
+        query: None,
         headers: &h,
         body: &body,
     };
@@ -147,6 +148,7 @@ spec:
     let message = [format!("{}.", now.timestamp()).as_bytes(), &body[..]].concat();
     let sig = ed25519_dalek::Signer::sign(&private, &message);
     let req = Unverified {
+        query: None,
         headers: &h,
         body: &body,
     };

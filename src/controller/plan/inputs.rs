@@ -27,18 +27,15 @@ pub struct Inputs<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// The Secrets the spec references (keys and delivery signing), each named once, in name order
-/// so the reads come in a stable order.
+/// The Secrets the spec references (keys, delivery signing, Meta's verify token), each named
+/// once, in name order so the reads come in a stable order.
 pub fn referenced_secrets(wi: &WebhookIntegration) -> Vec<&str> {
     let mut names: Vec<&str> = wi
         .spec
-        .keys
-        .iter()
-        .map(|k| k.secret_ref.name.as_str())
+        .secret_refs()
+        .into_iter()
+        .map(|r| r.name.as_str())
         .collect();
-    if let Some(r) = &wi.spec.delivery.signing_secret_ref {
-        names.push(&r.name);
-    }
     names.sort_unstable();
     names.dedup();
     names

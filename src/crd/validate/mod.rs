@@ -105,6 +105,22 @@ fn source(field: &str, s: &FieldSource) -> Result<(), FieldError> {
     }
 }
 
+/// Whether the controller may choose the secret: the provider must accept one we give it. Public
+/// keys (ed25519, discord, sendgrid) and secrets the provider issues (stripe, twilio, zoom, meta,
+/// paddle, square, linear) cannot be generated here.
+fn generated_keys_fit(t: SchemeType) -> bool {
+    matches!(
+        t,
+        SchemeType::Github
+            | SchemeType::Slack
+            | SchemeType::Shopify
+            | SchemeType::StandardWebhooks
+            | SchemeType::HmacSha256
+            | SchemeType::Twitch
+            | SchemeType::Gitlab
+    )
+}
+
 /// Every check, first failure wins (it names its field).
 pub fn spec(spec: &WebhookIntegrationSpec) -> Result<(), FieldError> {
     if let Some(p) = &spec.path {
@@ -138,10 +154,10 @@ pub fn spec(spec: &WebhookIntegrationSpec) -> Result<(), FieldError> {
     if spec.keys.is_empty() && !generate {
         return Err(FieldError::new("spec.keys", "at least one key is required"));
     }
-    if generate && matches!(spec.scheme.type_, SchemeType::Stripe | SchemeType::Ed25519) {
+    if generate && !generated_keys_fit(spec.scheme.type_) {
         return Err(FieldError::new(
             "spec.rotation.generate",
-            "only for HMAC schemes whose secret we choose (github, slack, shopify, standard-webhooks, hmac-sha256)",
+            "only for shared-secret schemes whose secret we choose (github, slack, shopify, standard-webhooks, hmac-sha256, twitch, gitlab)",
         ));
     }
     if let Some(r) = &spec.rotation {

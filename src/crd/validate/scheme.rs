@@ -4,6 +4,39 @@ use super::*;
 
 pub(super) fn scheme(spec: &WebhookIntegrationSpec) -> Result<(), FieldError> {
     let s = &spec.scheme;
+    let wants_url = matches!(s.type_, SchemeType::Twilio | SchemeType::Square);
+    match (&s.public_url, wants_url) {
+        (None, true) => {
+            return Err(FieldError::new(
+                "spec.scheme.publicUrl",
+                "required for twilio and square: the exact URL configured at the provider, which it signs",
+            ));
+        }
+        (Some(_), false) => {
+            return Err(FieldError::new(
+                "spec.scheme.publicUrl",
+                "applies only to type twilio or square",
+            ));
+        }
+        (Some(url), true) => public_url(url)?,
+        (None, false) => {}
+    }
+    match (&s.verify_token_ref, s.type_ == SchemeType::Meta) {
+        (None, true) => {
+            return Err(FieldError::new(
+                "spec.scheme.verifyTokenRef",
+                "required for meta: the Secret key holding the verify token set in the Meta app",
+            ));
+        }
+        (Some(_), false) => {
+            return Err(FieldError::new(
+                "spec.scheme.verifyTokenRef",
+                "applies only to type meta",
+            ));
+        }
+        (Some(r), true) => secret_ref("spec.scheme.verifyTokenRef", r)?,
+        (None, false) => {}
+    }
     let generic = matches!(s.type_, SchemeType::HmacSha256 | SchemeType::Ed25519);
     let fields = [
         ("signatureHeader", s.signature_header.is_some()),
@@ -77,6 +110,44 @@ pub(super) fn scheme(spec: &WebhookIntegrationSpec) -> Result<(), FieldError> {
             "spec.scheme.signedPayload",
             "uses {event_id} but eventIdHeader is empty",
         ));
+    }
+    Ok(())
+}
+
+/// An absolute http(s) URL without query or fragment: the provider signs it byte for byte, and
+/// the request's query string is appended to it at verification.
+fn public_url(url: &str) -> Result<(), FieldError> {
+    let field = "spec.scheme.publicUrl";
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
+    let Some(rest) = rest else {
+        return Err(FieldError::new(field, "must start with https:// or http://"));
+    };
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err(FieldError::new(field, "must name a host"));
+    }
+    if url.len() > 2048 || !url.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(FieldError::new(
+            field,
+            "must be at most 2048 visible ASCII characters",
+        ));
+    }
+    if url.contains(['?', '#']) {
+        return Err(FieldError::new(
+            field,
+            "must not carry a query or fragment: the request's own query string is appended",
+        ));
+    }
+    Ok(())
+}
+
+fn secret_ref(field: &str, r: &crate::crd::SecretKeyRef) -> Result<(), FieldError> {
+    if r.name.is_empty() || r.name.len() > 253 {
+        return Err(FieldError::new(format!("{field}.name"), "must be 1-253 characters"));
+    }
+    if r.key.is_empty() || r.key.len() > 253 {
+        return Err(FieldError::new(format!("{field}.key"), "must be 1-253 characters"));
     }
     Ok(())
 }
