@@ -1,6 +1,6 @@
 //! One request through the fixed pipeline: route -> method / size / rate -> signature -> window ->
-//! event id and type -> filter -> durable insert -> reply. Nothing is answered 2xx before the
-//! insert has committed.
+//! handshake? -> event id and type -> filter -> durable insert -> reply. Nothing is answered 2xx
+//! before the insert has committed, except a provider's endpoint check, which is never stored.
 
 use super::Receiver;
 use super::limits::RouteLimiter;

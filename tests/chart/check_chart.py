@@ -34,6 +34,7 @@ DASHBOARD_METRICS = {
     "hookgate_receiver_requests_total",
     "hookgate_signature_failures_total",
     "hookgate_duplicates_total",
+    "hookgate_handshakes_total",
     "hookgate_dedupe_conflicts_total",
     "hookgate_delivery_attempts_total",
     "hookgate_ordering_ungated_total",

@@ -95,6 +95,10 @@ def build():
          "Duplicates (same event id, or a replayed signature) and dedupe conflicts (same id, different body: investigate).",
          [(f"sum by (integration) (rate(hookgate_duplicates_total{{{F}}}{R}))", "duplicates {{integration}}"),
           (f"sum by (integration) (rate(hookgate_dedupe_conflicts_total{{{F}}}{R}))", "conflicts {{integration}}")]),
+        ("Endpoint handshakes",
+         "hookgate_handshakes_total by integration: provider endpoint checks answered (Slack url_verification, "
+         "Discord PING, Twitch callback verification, Zoom url_validation, Meta subscribe). Never stored.",
+         [(f"sum by (integration) (rate(hookgate_handshakes_total{{{F}}}{R}))", "{{integration}}")], "reqps"),
         ("Group commit: events per transaction",
          "hookgate_intake_batch_size, all integrations: events each receiver transaction held. Near 1: the "
          "database keeps up with every request; near --commit-batch: commits are the bottleneck.",
