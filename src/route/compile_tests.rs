@@ -166,13 +166,134 @@ fn each_scheme_reads_event_id_and_type_where_the_provider_sends_them() {
         ),
         ("hmac-sha256", headers(&["x-event-id"]), pointer("/type")),
         ("ed25519", headers(&["x-event-id"]), pointer("/type")),
+        (
+            "discord",
+            Source::FirstOf(vec![pointer("/id"), Source::SignatureDigest]),
+            // A webhook event's type is `/event/type`; an interaction has only the numeric `/type`.
+            Source::FirstOf(vec![pointer("/event/type"), pointer("/type")]),
+        ),
+        (
+            "twilio",
+            Source::FirstOf(vec![
+                headers(&["i-twilio-idempotency-token"]),
+                Source::SignatureDigest,
+            ]),
+            Source::Form("EventType".into()),
+        ),
+        (
+            "twitch",
+            headers(&["twitch-eventsub-message-id"]),
+            headers(&["twitch-eventsub-subscription-type"]),
+        ),
+        ("zoom", Source::SignatureDigest, pointer("/event")),
+        ("meta", Source::SignatureDigest, pointer("/object")),
+        (
+            "gitlab",
+            headers(&["x-gitlab-event-uuid"]),
+            headers(&["x-gitlab-event"]),
+        ),
+        ("paddle", pointer("/event_id"), pointer("/event_type")),
+        ("square", pointer("/event_id"), pointer("/type")),
+        // The body is an array of events: no one type for the request.
+        ("sendgrid", Source::SignatureDigest, Source::FirstOf(vec![])),
+        (
+            "linear",
+            headers(&["linear-delivery"]),
+            headers(&["linear-event"]),
+        ),
     ];
     for (scheme, id, ty) in cases {
-        let r = compiled("x", &format!("scheme: {{type: {scheme}}}"));
+        let r = compiled_type(scheme);
         assert_eq!(r.verifier.scheme().name(), scheme);
         assert_eq!(r.event_id, id, "{scheme} event id");
         assert_eq!(r.event_type, ty, "{scheme} event type");
     }
+}
+
+/// A `scheme: {type: t}` integration with what that type needs: the URL twilio and square sign,
+/// meta's verify token, and a key in the form the type reads (Discord's hex Ed25519 public key,
+/// SendGrid's base64 DER P-256 public key).
+fn compiled_type(t: &str) -> CompiledRoute {
+    use p256::pkcs8::EncodePublicKey;
+    let extra = match t {
+        "twilio" | "square" => ", publicUrl: https://hooks.example.com/in",
+        "meta" => ", verifyTokenRef: {name: hook-secret, key: verify}",
+        _ => "",
+    };
+    let ed = ed25519_dalek::SigningKey::from_bytes(&[7u8; 32]);
+    let p256 = p256::ecdsa::SigningKey::from_slice(&[5u8; 32]).expect("scalar in range");
+    let key = match t {
+        "ed25519" => ed25519_public(),
+        "discord" => hex::encode(ed.verifying_key().to_bytes()),
+        "sendgrid" => {
+            let der = p256.verifying_key().to_public_key_der().expect("encodes");
+            STANDARD.encode(der.as_bytes())
+        }
+        _ => "whsec_c2VjcmV0LWtleS1mb3ItdGVzdHM=".into(),
+    };
+    let s = secrets(&[
+        (NS, SECRET, "v1", key.as_bytes()),
+        (NS, SECRET, "verify", b"meta-verify-token"),
+    ]);
+    let w = wi("x", &format!("scheme: {{type: {t}{extra}}}"));
+    compile(&w, &s).unwrap_or_else(|e| panic!("{t} compiles: {e}"))
+}
+
+#[test]
+fn provider_urls_tokens_and_windows_are_compiled() {
+    for t in ["twilio", "square"] {
+        match compiled_type(t).verifier.scheme() {
+            Scheme::Twilio { public_url } | Scheme::Square { public_url } => {
+                assert_eq!(public_url, "https://hooks.example.com/in", "{t}")
+            }
+            other => panic!("{t} compiled to {}", other.name()),
+        }
+    }
+    let meta = compiled_type("meta");
+    assert_eq!(
+        meta.verify_token.as_ref().map(|t| t.0.as_slice()),
+        Some(&b"meta-verify-token"[..])
+    );
+    assert!(
+        !format!("{meta:?}").contains("meta-verify-token"),
+        "the token is a secret"
+    );
+    assert!(compiled_type("gitlab").verify_token.is_none());
+    // Twitch documents a 10-minute window, Linear's webhookTimestamp one of 60 s.
+    for (t, secs) in [
+        ("twitch", 600),
+        ("linear", 60),
+        ("zoom", 300),
+        ("paddle", 300),
+    ] {
+        assert_eq!(compiled_type(t).tolerance, Duration::from_secs(secs), "{t}");
+    }
+}
+
+#[test]
+fn a_missing_verify_token_secret_names_the_verify_token_ref() {
+    let w = wi(
+        "m",
+        "scheme: {type: meta, verifyTokenRef: {name: meta-app, key: verify}}",
+    );
+    let e = compile(&w, &hmac_secret()).unwrap_err();
+    assert_eq!(e.field, "spec.scheme.verifyTokenRef.name");
+    assert!(
+        e.message.contains("Secret payments/meta-app not found"),
+        "{e}"
+    );
+    // The Secret exists, the key in it does not.
+    let w = wi(
+        "m",
+        "scheme: {type: meta, verifyTokenRef: {name: hook-secret, key: verify}}",
+    );
+    let e = compile(&w, &hmac_secret()).unwrap_err();
+    assert_eq!(e.field, "spec.scheme.verifyTokenRef.key");
+    assert!(
+        e.message
+            .contains("Secret payments/hook-secret has no key \"verify\""),
+        "{e}"
+    );
 }
 
 #[test]

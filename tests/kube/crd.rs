@@ -141,6 +141,58 @@ fn invalid_specs() -> Vec<(&'static str, String, &'static str)> {
             base("  limits: {requestsPerSecond: 100001}\n"),
             "spec.limits.requestsPerSecond",
         ),
+        // The provider schemes' own fields (issue 15): the scheme's CEL rules and publicUrl's
+        // pattern, as src/crd/validate/scheme.rs checks them in standalone.
+        (
+            "twilio without publicUrl",
+            format!("  scheme: {{type: twilio}}\n{KEYS}{DELIVERY}"),
+            "spec.scheme",
+        ),
+        (
+            "square without publicUrl",
+            format!("  scheme: {{type: square}}\n{KEYS}{DELIVERY}"),
+            "spec.scheme",
+        ),
+        (
+            "publicUrl on a scheme that signs no URL",
+            format!(
+                "  scheme: {{type: stripe, publicUrl: \"https://h.example.com/x\"}}\n{KEYS}{DELIVERY}"
+            ),
+            "spec.scheme",
+        ),
+        (
+            "publicUrl with a query",
+            format!(
+                "  scheme: {{type: twilio, publicUrl: \"https://h.example.com/x?a=1\"}}\n{KEYS}{DELIVERY}"
+            ),
+            "spec.scheme.publicUrl",
+        ),
+        (
+            "publicUrl not http(s)",
+            format!(
+                "  scheme: {{type: square, publicUrl: \"ftp://h.example.com/x\"}}\n{KEYS}{DELIVERY}"
+            ),
+            "spec.scheme.publicUrl",
+        ),
+        (
+            "meta without verifyTokenRef",
+            format!("  scheme: {{type: meta}}\n{KEYS}{DELIVERY}"),
+            "spec.scheme",
+        ),
+        (
+            "verifyTokenRef on a scheme other than meta",
+            format!(
+                "  scheme: {{type: github, verifyTokenRef: {{name: m, key: t}}}}\n{KEYS}{DELIVERY}"
+            ),
+            "spec.scheme",
+        ),
+        (
+            "verifyTokenRef with an empty name",
+            format!(
+                "  scheme: {{type: meta, verifyTokenRef: {{name: \"\", key: t}}}}\n{KEYS}{DELIVERY}"
+            ),
+            "spec.scheme.verifyTokenRef.name",
+        ),
     ]
 }
 

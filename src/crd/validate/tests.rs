@@ -57,6 +57,21 @@ fn a_valid_spec_of_every_scheme_type_passes() {
             "#,
         // A provider that signs only the body.
         r#"scheme: {type: hmac-sha256, timestampHeader: "", eventIdHeader: "", signedPayload: "{body}", encoding: base64, signaturePrefix: "sha256="}"#,
+        "scheme: {type: discord}",
+        "scheme: {type: twilio, publicUrl: https://hooks.example.com/hooks/ns/twilio}",
+        // A port and plain http (behind a TLS-terminating proxy the URL is still what is signed).
+        "scheme: {type: twilio, publicUrl: \"http://10.0.0.1:8080/in\"}",
+        "scheme: {type: twitch}",
+        "scheme: {type: zoom}",
+        "scheme: {type: meta, verifyTokenRef: {name: meta-app, key: verify-token}}",
+        "scheme: {type: gitlab}",
+        "scheme: {type: paddle}",
+        "scheme: {type: square, publicUrl: https://hooks.example.com/hooks/ns/square}",
+        "scheme: {type: sendgrid}",
+        "scheme: {type: linear}",
+        // The controller may generate secrets the provider accepts from us.
+        "{scheme: {type: twitch}, keys: [], rotation: {generate: true}}",
+        "{scheme: {type: gitlab}, keys: [], rotation: {generate: true, every: 720h}}",
     ];
     for case in cases {
         assert_eq!(spec_result(case), Ok(()), "{case}");
@@ -415,6 +430,95 @@ fn each_invalid_field_is_named_exactly() {
             "spec.retention.payload",
             "",
         ),
+        // publicUrl: required where the provider signs the URL, refused elsewhere, and exactly a
+        // URL the provider could have been configured with.
+        (
+            "scheme: {type: twilio}",
+            "spec.scheme.publicUrl",
+            "required for twilio and square",
+        ),
+        (
+            "scheme: {type: square}",
+            "spec.scheme.publicUrl",
+            "required for twilio and square",
+        ),
+        (
+            "scheme: {type: stripe, publicUrl: https://hooks.example.com/x}",
+            "spec.scheme.publicUrl",
+            "applies only to type twilio or square",
+        ),
+        (
+            "scheme: {type: meta, publicUrl: https://hooks.example.com/x, verifyTokenRef: {name: s, key: t}}",
+            "spec.scheme.publicUrl",
+            "applies only to type twilio or square",
+        ),
+        (
+            "scheme: {type: hmac-sha256, publicUrl: https://hooks.example.com/x}",
+            "spec.scheme.publicUrl",
+            "applies only to type twilio or square",
+        ),
+        (
+            "scheme: {type: twilio, publicUrl: \"https://hooks.example.com/x?tenant=a\"}",
+            "spec.scheme.publicUrl",
+            "must not carry a query or fragment",
+        ),
+        (
+            "scheme: {type: square, publicUrl: \"https://hooks.example.com/x#top\"}",
+            "spec.scheme.publicUrl",
+            "must not carry a query or fragment",
+        ),
+        (
+            "scheme: {type: twilio, publicUrl: ftp://hooks.example.com/x}",
+            "spec.scheme.publicUrl",
+            "must start with https:// or http://",
+        ),
+        (
+            "scheme: {type: square, publicUrl: hooks.example.com/x}",
+            "spec.scheme.publicUrl",
+            "must start with https:// or http://",
+        ),
+        (
+            "scheme: {type: twilio, publicUrl: \"https:///x\"}",
+            "spec.scheme.publicUrl",
+            "must name a host",
+        ),
+        (
+            "scheme: {type: twilio, publicUrl: \"https://hooks.example.com/a b\"}",
+            "spec.scheme.publicUrl",
+            "visible ASCII",
+        ),
+        // verifyTokenRef: Meta's subscription GET needs it; no other scheme reads it.
+        (
+            "scheme: {type: meta}",
+            "spec.scheme.verifyTokenRef",
+            "required for meta",
+        ),
+        (
+            "scheme: {type: github, verifyTokenRef: {name: s, key: t}}",
+            "spec.scheme.verifyTokenRef",
+            "applies only to type meta",
+        ),
+        (
+            "scheme: {type: twitch, verifyTokenRef: {name: s, key: t}}",
+            "spec.scheme.verifyTokenRef",
+            "applies only to type meta",
+        ),
+        (
+            r#"scheme: {type: meta, verifyTokenRef: {name: "", key: t}}"#,
+            "spec.scheme.verifyTokenRef.name",
+            "must be 1-253 characters",
+        ),
+        (
+            r#"scheme: {type: meta, verifyTokenRef: {name: s, key: ""}}"#,
+            "spec.scheme.verifyTokenRef.key",
+            "must be 1-253 characters",
+        ),
+        // Generic-only fields stay refused on the new types too.
+        (
+            "scheme: {type: discord, signatureHeader: X-Signature-Ed25519}",
+            "spec.scheme.signatureHeader",
+            "applies only to type hmac-sha256 or ed25519",
+        ),
     ];
     let mut failures = Vec::new();
     for (overrides, field, fragment) in cases {
@@ -426,6 +530,39 @@ fn each_invalid_field_is_named_exactly() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The controller can only generate a secret that the provider then accepts from us: not a
+/// public key (discord, sendgrid) and not a secret the provider issues (zoom, paddle, ...).
+#[test]
+fn rotation_generate_is_refused_where_the_provider_issues_the_key() {
+    for t in [
+        "zoom", "paddle", "sendgrid", "discord", "twilio", "meta", "square", "linear",
+    ] {
+        let extra = match t {
+            "twilio" | "square" => ", publicUrl: https://hooks.example.com/x",
+            "meta" => ", verifyTokenRef: {name: s, key: t}",
+            _ => "",
+        };
+        // With keys too: generate is refused for the type, not for a missing key list.
+        for keys in ["[]", "[{id: v1, secretRef: {name: s, key: a}}]"] {
+            let e = spec_result(&format!(
+                "{{scheme: {{type: {t}{extra}}}, keys: {keys}, rotation: {{generate: true}}}}"
+            ))
+            .unwrap_err();
+            assert_eq!(e.field, "spec.rotation.generate", "{t}: {e}");
+            assert!(
+                e.message.contains("only for shared-secret schemes"),
+                "{t}: {e}"
+            );
+        }
+    }
+    for t in ["twitch", "gitlab"] {
+        let r = spec_result(&format!(
+            "{{scheme: {{type: {t}}}, keys: [], rotation: {{generate: true}}}}"
+        ));
+        assert_eq!(r, Ok(()), "{t}");
+    }
 }
 
 #[test]
