@@ -37,6 +37,9 @@ pub use status::{Condition, KeyStatus, WebhookIntegrationStatus};
 #[schemars(extend("x-kubernetes-validations" = [{
     "rule": "size(self.keys) > 0 || (has(self.rotation) && has(self.rotation.generate) && self.rotation.generate)",
     "message": "keys: at least one key is required unless rotation.generate is true"
+}, {
+    "rule": "!(has(self.rotation) && has(self.rotation.generate) && self.rotation.generate) || self.scheme.type in ['github', 'slack', 'shopify', 'standard-webhooks', 'hmac-sha256', 'twitch', 'gitlab']",
+    "message": "rotation.generate: only for shared-secret schemes whose secret we choose (github, slack, shopify, standard-webhooks, hmac-sha256, twitch, gitlab)"
 }]))]
 pub struct WebhookIntegrationSpec {
     /// Public path of the receiver route. Default: `/hooks/{namespace}/{name}`.

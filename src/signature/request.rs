@@ -76,6 +76,9 @@ pub enum Candidate {
     Token(Vec<u8>),
 }
 
+/// Reads the signed timestamp (unix seconds) from a verified body.
+pub type BodyTimestamp = fn(&[u8]) -> Result<i64, Rejection>;
+
 /// Which bytes of the body the signature covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SignedBody {
@@ -103,7 +106,7 @@ pub struct Envelope {
     pub signed_id: Option<String>,
     /// For schemes whose signed timestamp is inside the body (Linear): read after the signature
     /// matched, as unix seconds.
-    pub body_timestamp: Option<fn(&[u8]) -> Result<i64, Rejection>>,
+    pub body_timestamp: Option<BodyTimestamp>,
 }
 
 impl Envelope {

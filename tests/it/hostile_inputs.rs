@@ -664,7 +664,7 @@ fn provider_cases(h: &Harness) -> Vec<Case> {
         case("paddle: nine h1 values", &pp, paddle(format!("ts={now}{}", ";h1=00".repeat(9))), pb, BAD, "malformed_request"),
         // The timestamp travels in the same header, so no header is a missing timestamp (400),
         // where Stripe's missing header is 401: reported, kept explicit here.
-        case("paddle: no Paddle-Signature", &pp, without_header(&ph, "Paddle-Signature"), pb, BAD, "malformed_request"),
+        case("paddle: no Paddle-Signature", &pp, without_header(&ph, "Paddle-Signature"), pb, UNAUTH, "invalid_signature"),
         // Positive control: an h1 that is not hex is skipped, the valid one beside it counts.
         case("paddle: a non-hex h1 beside the valid one", &pp, paddle(format!("ts={now};h1=zz;h1={h1}")), pb, StatusCode::OK, ""),
         // Twitch: RFC 3339 timestamps only.

@@ -193,6 +193,11 @@ fn invalid_specs() -> Vec<(&'static str, String, &'static str)> {
             ),
             "spec.scheme.verifyTokenRef.name",
         ),
+        (
+            "generated keys for a secret the provider issues",
+            format!("  scheme: {{type: zoom}}\n{KEYS}{DELIVERY}  rotation: {{generate: true}}\n"),
+            "rotation.generate",
+        ),
     ]
 }
 
