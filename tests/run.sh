@@ -60,6 +60,12 @@ if ! python3 -c 'import nacl.signing' >/dev/null 2>&1; then
   python3 -m pip install --quiet --disable-pip-version-check pynacl \
     || echo "tests/run.sh: could not install the pynacl Python package; that test will be skipped" >&2
 fi
+# The provider schemes are checked against the providers' own Python libraries
+# (tests/it/signers_providers.rs): Twilio, Slack, SendGrid, Paddle and Square.
+if ! python3 -c 'import twilio, slack_sdk, sendgrid, paddle_billing, square' >/dev/null 2>&1; then
+  python3 -m pip install --quiet --disable-pip-version-check twilio slack_sdk sendgrid paddle-python-sdk squareup \
+    || echo "tests/run.sh: could not install the providers' Python SDKs; those tests will be skipped (in CI they fail)" >&2
+fi
 
 if cargo fmt --version >/dev/null 2>&1; then
   cargo fmt --all -- --check

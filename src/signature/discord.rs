@@ -88,7 +88,12 @@ mod tests {
             br#"{"type":"1"}"#,
             b"not json",
         ] {
-            assert_eq!(super::handshake(body), None, "{}", String::from_utf8_lossy(body));
+            assert_eq!(
+                super::handshake(body),
+                None,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
         }
     }
 }

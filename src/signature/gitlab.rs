@@ -50,17 +50,26 @@ mod tests {
     #[test]
     fn the_token_is_compared_and_the_uuid_is_the_nonce() {
         let body = br#"{"object_kind":"push"}"#;
-        let h = headers(super::sign(&SigningKey::Hmac(b"glt-right".to_vec()), &input(body)).unwrap());
+        let h =
+            headers(super::sign(&SigningKey::Hmac(b"glt-right".to_vec()), &input(body)).unwrap());
         let ok = verify(&verifier(), &h, body).unwrap();
         assert_eq!(ok.signed_id(), Some("evt_1"));
         let mut other = h.clone();
         set(&mut other, "x-gitlab-event-uuid", "evt_2");
         let ok2 = verify(&verifier(), &other, body).unwrap();
-        assert_ne!(ok.signature_digest(), ok2.signature_digest(), "nonce follows the uuid");
+        assert_ne!(
+            ok.signature_digest(),
+            ok2.signature_digest(),
+            "nonce follows the uuid"
+        );
         for bad in ["glt-righT", "glt-righ", "glt-right2", ""] {
             let mut h = h.clone();
             set(&mut h, "x-gitlab-token", bad);
-            assert_eq!(verify(&verifier(), &h, body).unwrap_err(), MISMATCH, "{bad:?}");
+            assert_eq!(
+                verify(&verifier(), &h, body).unwrap_err(),
+                MISMATCH,
+                "{bad:?}"
+            );
         }
         let mut no_uuid = h.clone();
         no_uuid.remove("x-gitlab-event-uuid");

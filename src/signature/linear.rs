@@ -66,7 +66,10 @@ mod tests {
             Scheme::Linear,
             vec![key(KEY_ID, KeyMaterial::Hmac(b"s".to_vec()), None)],
         );
-        assert_eq!(verify(&v, &h, body).unwrap().timestamp(), Some(1_700_000_000));
+        assert_eq!(
+            verify(&v, &h, body).unwrap().timestamp(),
+            Some(1_700_000_000)
+        );
         let unstamped = br#"{"action":"create"}"#;
         let h = headers(super::sign(&SigningKey::Hmac(b"s".to_vec()), &input(unstamped)).unwrap());
         assert_eq!(

@@ -66,7 +66,7 @@ pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>
 #[cfg(test)]
 mod tests {
     use super::super::testutil::*;
-    use super::super::{KeyMaterial, Scheme, SigningKey, Subscription};
+    use super::super::{KeyMaterial, Scheme, SigningKey, Subscription, Verifier};
 
     #[test]
     fn round_trip_and_tampering() {
@@ -81,6 +81,37 @@ mod tests {
         });
     }
 
+    /// Meta publishes no worked example. `X-Hub-Signature-256` is byte for byte the format
+    /// GitHub documents with one ("Validating webhook deliveries", docs.github.com: secret
+    /// "It's a Secret to Everybody", body "Hello, World!"), so that example pins Meta's parser too.
+    #[test]
+    fn same_format_published_vector() {
+        const SIG: &str = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
+        let v = Verifier::new(
+            Scheme::Meta,
+            vec![key(
+                KEY_ID,
+                Scheme::Meta
+                    .parse_key(b"It's a Secret to Everybody")
+                    .unwrap(),
+                None,
+            )],
+        );
+        let h = headers([("X-Hub-Signature-256", SIG)]);
+        verify(&v, &h, b"Hello, World!").expect("the published example verifies");
+        assert_eq!(verify(&v, &h, b"Hello, World?").unwrap_err(), MISMATCH);
+        let mut flipped = h.clone();
+        set(
+            &mut flipped,
+            "x-hub-signature-256",
+            &flip_at(SIG, "sha256=".len()),
+        );
+        assert_eq!(
+            verify(&v, &flipped, b"Hello, World!").unwrap_err(),
+            MISMATCH
+        );
+    }
+
     #[test]
     fn subscription_answers_the_challenge_only_for_the_right_token() {
         let q = |s: &str| super::subscribe(Some(s), b"my-verify-token");
@@ -92,7 +123,10 @@ mod tests {
             q("hub.mode=subscribe&hub.verify_token=my-verify-tokeN&hub.challenge=1"),
             Subscription::BadToken
         );
-        assert_eq!(q("hub.mode=subscribe&hub.challenge=1"), Subscription::BadToken);
+        assert_eq!(
+            q("hub.mode=subscribe&hub.challenge=1"),
+            Subscription::BadToken
+        );
         assert_eq!(
             q("hub.mode=unsubscribe&hub.verify_token=my-verify-token&hub.challenge=1"),
             Subscription::Malformed
@@ -102,7 +136,9 @@ mod tests {
             Subscription::Malformed
         );
         assert_eq!(
-            q("hub.mode=subscribe&hub.mode=subscribe&hub.verify_token=my-verify-token&hub.challenge=1"),
+            q(
+                "hub.mode=subscribe&hub.mode=subscribe&hub.verify_token=my-verify-token&hub.challenge=1"
+            ),
             Subscription::Malformed
         );
         assert_eq!(super::subscribe(None, b"t"), Subscription::Malformed);

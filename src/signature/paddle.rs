@@ -45,7 +45,7 @@ pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>
 #[cfg(test)]
 mod tests {
     use super::super::testutil::*;
-    use super::super::{KeyMaterial, Scheme, SigningKey};
+    use super::super::{KeyMaterial, Scheme, SigningKey, Verifier};
 
     #[test]
     fn round_trip_and_tampering() {
@@ -57,9 +57,57 @@ mod tests {
             signature_header: "paddle-signature",
             corrupt: |v| flip_at(v, "ts=1700000000;h1=".len()),
             retime: Some(|h| {
-                let v = h["paddle-signature"].to_str().unwrap().replace("ts=1700000000", "ts=1700000001");
+                let v = h["paddle-signature"]
+                    .to_str()
+                    .unwrap()
+                    .replace("ts=1700000000", "ts=1700000001");
                 set(h, "paddle-signature", &v)
             }),
         });
+    }
+
+    /// The vector pinned by Paddle's own SDK (PaddleHQ/paddle-python-sdk,
+    /// tests/Unit/Notification/test_Verifier.py): a header with a malformed `h1` and a valid one,
+    /// and three notification secrets of which only the third signed. It covers what rotation
+    /// looks like on the wire: several `h1`, several keys, one match.
+    #[test]
+    fn paddle_sdk_published_vector() {
+        const HEADER: &str = "ts=1696195954;h1=dummy;\
+            h1=d96299976a6eb066f484d7fde011ac56fc32b38fc9940bc419d6e537fdc6ef02";
+        const SECRETS: [&str; 3] = [
+            "pdl_ntf_01hbpjmytsa32fhr36nqgc3kgb_TjIG2BXbm83HPXqNfziwe506sBEdqL/4",
+            "pdl_ntf_01hbpjmytsa32fhr36nqgc3kgb_vB/yIOnTOCWIvpBadM5jzBZPHc7OmdSo",
+            "pdl_ntf_01hbpjmytsa32fhr36nqgc3kgb_WvRO0eL4Bj9rgYYIBZY6wZhG4EHy9jzh",
+        ];
+        let keys = SECRETS
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let material = Scheme::Paddle.parse_key(s.as_bytes()).unwrap();
+                key(&format!("k{i}"), material, None)
+            })
+            .collect();
+        let v = Verifier::new(Scheme::Paddle, keys);
+        let h = headers([("Paddle-Signature", HEADER)]);
+        let ok = verify_at(&v, &h, b"hello-world", at(1_696_195_954)).unwrap();
+        assert_eq!(ok.key_id(), "k2", "only the third secret signed");
+        assert_eq!(ok.timestamp(), Some(1_696_195_954));
+
+        assert_eq!(
+            verify_at(&v, &h, b"hello-worle", at(1_696_195_954)).unwrap_err(),
+            MISMATCH,
+            "one byte of the body"
+        );
+        let mut flipped = h.clone();
+        set(
+            &mut flipped,
+            "paddle-signature",
+            &flip_at(HEADER, HEADER.len() - 1),
+        );
+        assert_eq!(
+            verify_at(&v, &flipped, b"hello-world", at(1_696_195_954)).unwrap_err(),
+            MISMATCH,
+            "one digit of the valid h1"
+        );
     }
 }

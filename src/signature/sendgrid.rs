@@ -83,12 +83,20 @@ mod tests {
         let h = headers(signed);
         let v = Verifier::new(
             Scheme::Sendgrid,
-            vec![key(KEY_ID, KeyMaterial::EcdsaP256(*private(5).verifying_key()), None)],
+            vec![key(
+                KEY_ID,
+                KeyMaterial::EcdsaP256(*private(5).verifying_key()),
+                None,
+            )],
         );
         let first = verify(&v, &h, body).unwrap();
         let sig = p256::ecdsa::Signature::from_der(
             &STANDARD
-                .decode(h["x-twilio-email-event-webhook-signature"].to_str().unwrap())
+                .decode(
+                    h["x-twilio-email-event-webhook-signature"]
+                        .to_str()
+                        .unwrap(),
+                )
                 .unwrap(),
         )
         .unwrap();
@@ -102,5 +110,47 @@ mod tests {
         );
         let second = verify(&v, &h2, body).expect("the flipped form verifies too");
         assert_eq!(first.signature_digest(), second.signature_digest());
+    }
+
+    /// The vector pinned by SendGrid's SDK (sendgrid/sendgrid-python,
+    /// test/unit/test_eventwebhook.py, for `EventWebhook.verify_signature`): the verification key
+    /// as SendGrid shows it, a `dropped` event serialised compactly with sorted keys and the
+    /// trailing CRLF SendGrid sends, its timestamp and signature.
+    #[test]
+    fn sendgrid_sdk_published_vector() {
+        const PUBLIC_KEY: &str = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE83T4O/n84iotIvIW4mdBgQ/7dAfSmpqIM8kF9mN1flpVKS3GRqe62gw+2fNNRaINXvVpiglSI8eNEc6wEA3F+g==";
+        const SIG: &str = "MEUCIGHQVtGj+Y3LkG9fLcxf3qfI10QysgDWmMOVmxG0u6ZUAiEAyBiXDWzM+uOe5W0JuG+luQAbPIqHh89M15TluLtEZtM=";
+        // The SDK's test_verify_bad_signature: a well-formed signature of something else.
+        const OTHER_SIG: &str = "MEUCIQCtIHJeH93Y+qpYeWrySphQgpNGNr/U+UyUlBkU6n7RAwIgJTz2C+8a8xonZGi6BpSzoQsbVRamr2nlxFDWYNH3j/0=";
+        const BODY: &[u8] = b"[{\"email\":\"hello@world.com\",\"event\":\"dropped\",\"reason\":\"Bounced Address\",\
+            \"sg_event_id\":\"ZHJvcC0xMDk5NDkxOS1MUnpYbF9OSFN0T0doUTRrb2ZTbV9BLTA\",\
+            \"sg_message_id\":\"LRzXl_NHStOGhQ4kofSm_A.filterdrecv-p3mdw1-756b745b58-kmzbl-18-5F5FC76C-9.0\",\
+            \"smtp-id\":\"<LRzXl_NHStOGhQ4kofSm_A@ismtpd0039p1iad1.sendgrid.net>\",\"timestamp\":1600112492}]\r\n";
+        let material = Scheme::Sendgrid.parse_key(PUBLIC_KEY.as_bytes()).unwrap();
+        let v = Verifier::new(Scheme::Sendgrid, vec![key(KEY_ID, material, None)]);
+        let h = headers([
+            ("X-Twilio-Email-Event-Webhook-Signature", SIG),
+            ("X-Twilio-Email-Event-Webhook-Timestamp", "1600112502"),
+        ]);
+        let ok = verify(&v, &h, BODY).expect("SendGrid's own example verifies");
+        assert_eq!(ok.timestamp(), Some(1_600_112_502));
+
+        let mut body = BODY.to_vec();
+        *body.last_mut().unwrap() = b' ';
+        assert_eq!(verify(&v, &h, &body).unwrap_err(), MISMATCH, "the final LF");
+        let mut retimed = h.clone();
+        set(
+            &mut retimed,
+            "x-twilio-email-event-webhook-timestamp",
+            "1600112503",
+        );
+        assert_eq!(verify(&v, &retimed, BODY).unwrap_err(), MISMATCH);
+        let mut other = h.clone();
+        set(
+            &mut other,
+            "x-twilio-email-event-webhook-signature",
+            OTHER_SIG,
+        );
+        assert_eq!(verify(&v, &other, BODY).unwrap_err(), MISMATCH);
     }
 }

@@ -134,10 +134,80 @@ mod tests {
             query,
             body,
         };
-        v.verify(req(body), now()).expect("Twilio's own example verifies");
+        v.verify(req(body), now())
+            .expect("Twilio's own example verifies");
         assert_eq!(
             v.verify(req(b"CallSid=CA1234567890ABCDE&Digits=9"), now())
                 .unwrap_err(),
+            MISMATCH
+        );
+    }
+
+    /// twilio-python's tests/unit/test_request_validator.py (`test_validation_of_body_succeeds`):
+    /// a JSON body whose SHA-256 travels as `bodySHA256` in the signed URL, token 12345.
+    #[test]
+    fn twilio_json_body_published_vector() {
+        const BODY: &[u8] = br#"{"property": "value", "boolean": true}"#;
+        const QUERY: &str = "foo=1&bar=2&bodySHA256=0a1ff7634d9ab3b95db5c9a2dfe9416e41502b283a80c7cf19632632f96e6620";
+        let v = Verifier::new(
+            Scheme::Twilio {
+                public_url: "https://mycompany.com/myapp.php".into(),
+            },
+            vec![key(KEY_ID, KeyMaterial::Hmac(b"12345".to_vec()), None)],
+        );
+        let h = headers([("X-Twilio-Signature", "a9nBmqA0ju/hNViExpshrM61xv4=")]);
+        let req = |query: &'static str, body: &'static [u8]| Unverified {
+            headers: &h,
+            query: Some(query),
+            body,
+        };
+        v.verify(req(QUERY, BODY), now())
+            .expect("Twilio's own example verifies");
+        assert_eq!(
+            v.verify(
+                req(QUERY, br#"{"property": "value", "boolean": True}"#),
+                now()
+            )
+            .unwrap_err(),
+            Rejection::InvalidSignature("body_hash_mismatch"),
+            "one byte of the body"
+        );
+        let other_url = QUERY.replace("foo=1", "foo=2");
+        let other_url: &'static str = Box::leak(other_url.into_boxed_str());
+        assert_eq!(
+            v.verify(req(other_url, BODY), now()).unwrap_err(),
+            MISMATCH,
+            "one byte of the signed URL"
+        );
+    }
+
+    /// twilio-python's tests/unit/test_request_validator.py (`test_compute_signature_duplicate_*`):
+    /// a parameter sent twice counts with each value, values sorted.
+    #[test]
+    fn twilio_repeated_parameter_published_vector() {
+        let v = Verifier::new(
+            Scheme::Twilio {
+                public_url: "https://mycompany.com/myapp.php".into(),
+            },
+            vec![key(KEY_ID, KeyMaterial::Hmac(b"12345".to_vec()), None)],
+        );
+        let h = headers([("X-Twilio-Signature", "IK+Dwps556ElfBT0I3Rgjkr1wJU=")]);
+        let req = |body: &'static [u8]| Unverified {
+            headers: &h,
+            query: Some("foo=1&bar=2"),
+            body,
+        };
+        v.verify(
+            req(b"Sid=CA123&SidAccount=AC123&Digits=5678&Digits=1234"),
+            now(),
+        )
+        .expect("Twilio's own example verifies");
+        assert_eq!(
+            v.verify(
+                req(b"Sid=CA123&SidAccount=AC123&Digits=5678&Digits=1235"),
+                now()
+            )
+            .unwrap_err(),
             MISMATCH
         );
     }
@@ -149,7 +219,11 @@ mod tests {
             public_url: public_url.into(),
         };
         let body = br#"{"property":"value","boolean":true}"#;
-        let h = headers(scheme.sign(&SigningKey::Hmac(b"tok".to_vec()), &input(body)).unwrap());
+        let h = headers(
+            scheme
+                .sign(&SigningKey::Hmac(b"tok".to_vec()), &input(body))
+                .unwrap(),
+        );
         let q = scheme.signed_query(body).expect("json gets a body hash");
         let v = Verifier::new(
             scheme,
@@ -163,13 +237,17 @@ mod tests {
         let q: &'static str = Box::leak(q.into_boxed_str());
         v.verify(req(Some(q), body), now()).expect("verifies");
         assert_eq!(
-            v.verify(req(Some(q), br#"{"property":"other","boolean":true}"#), now())
-                .unwrap_err(),
+            v.verify(
+                req(Some(q), br#"{"property":"other","boolean":true}"#),
+                now()
+            )
+            .unwrap_err(),
             Rejection::InvalidSignature("body_hash_mismatch")
         );
         assert_eq!(v.verify(req(None, body), now()).unwrap_err(), MISMATCH);
         assert_eq!(
-            v.verify(req(Some("bodySHA256=zz"), body), now()).unwrap_err(),
+            v.verify(req(Some("bodySHA256=zz"), body), now())
+                .unwrap_err(),
             Rejection::Malformed("bad_body_hash")
         );
     }

@@ -66,7 +66,7 @@ pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>
 #[cfg(test)]
 mod tests {
     use super::super::testutil::*;
-    use super::super::{Handshake, KeyMaterial, Scheme, SigningKey};
+    use super::super::{Handshake, KeyMaterial, Scheme, SigningKey, Verifier};
 
     #[test]
     fn round_trip_and_tampering() {
@@ -89,7 +89,10 @@ mod tests {
 
     #[test]
     fn callback_verification_answers_the_challenge() {
-        let h = headers([("Twitch-Eventsub-Message-Type", "webhook_callback_verification")]);
+        let h = headers([(
+            "Twitch-Eventsub-Message-Type",
+            "webhook_callback_verification",
+        )]);
         let body = br#"{"challenge":"pogchamp-kappa-360noscope-vohiyo","subscription":{}}"#;
         assert_eq!(
             super::handshake(&h, body),
@@ -97,5 +100,62 @@ mod tests {
         );
         let n = headers([("Twitch-Eventsub-Message-Type", "notification")]);
         assert_eq!(super::handshake(&n, body), None);
+    }
+
+    /// Twitch publishes no worked example with a secret, and its docs' sample signature is cut
+    /// short. This `channel.follow` notification, secret `secretabcd`, is pinned by the community
+    /// client twitch-rs/twitch_api (src/eventsub/mod.rs, test `verify_request`): a whole request,
+    /// its Content-Length (458) matching the body, whose timestamp has seven fractional digits.
+    #[test]
+    fn twitch_cli_request_pinned_by_twitch_api() {
+        const BODY: &[u8] = br#"{"subscription":{"id":"ae2ff348-e102-16be-a3eb-6830c1bf38d2","status":"enabled","type":"channel.follow","version":"1","condition":{"broadcaster_user_id":"44429626"},"transport":{"method":"webhook","callback":"null"},"created_at":"2021-02-19T23:47:00.7621315Z"},"event":{"user_id":"28408015","user_login":"testFromUser","user_name":"testFromUser","broadcaster_user_id":"44429626","broadcaster_user_login":"44429626","broadcaster_user_name":"testBroadcaster"}}"#;
+        const SIG: &str = "sha256=d10f5bd9474b7ac7bd7105eb79c2d52768b4d0cd2a135982c3bf5a1d59a78823";
+        assert_eq!(BODY.len(), 458);
+        let v = Verifier::new(
+            Scheme::Twitch,
+            vec![key(
+                KEY_ID,
+                Scheme::Twitch.parse_key(b"secretabcd").unwrap(),
+                None,
+            )],
+        );
+        let h = headers([
+            (
+                "Twitch-Eventsub-Message-Id",
+                "ae2ff348-e102-16be-a3eb-6830c1bf38d2",
+            ),
+            ("Twitch-Eventsub-Message-Retry", "0"),
+            ("Twitch-Eventsub-Message-Signature", SIG),
+            (
+                "Twitch-Eventsub-Message-Timestamp",
+                "2021-02-19T23:47:00.8091512Z",
+            ),
+            ("Twitch-Eventsub-Message-Type", "notification"),
+            ("Twitch-Eventsub-Subscription-Type", "channel.follow"),
+            ("Twitch-Eventsub-Subscription-Version", "1"),
+        ]);
+        let ok = verify(&v, &h, BODY).expect("the CLI's request verifies");
+        assert_eq!(ok.signed_id(), Some("ae2ff348-e102-16be-a3eb-6830c1bf38d2"));
+        assert_eq!(ok.timestamp(), Some(1_613_778_420));
+
+        let one_byte = String::from_utf8(BODY.to_vec())
+            .unwrap()
+            .replace("28408015", "28408016");
+        assert_eq!(verify(&v, &h, one_byte.as_bytes()).unwrap_err(), MISMATCH);
+        // The id is signed too: the same body and signature under another message id is refused.
+        let mut other_id = h.clone();
+        set(
+            &mut other_id,
+            "twitch-eventsub-message-id",
+            "ae2ff348-e102-16be-a3eb-6830c1bf38d3",
+        );
+        assert_eq!(verify(&v, &other_id, BODY).unwrap_err(), MISMATCH);
+        let mut flipped = h.clone();
+        set(
+            &mut flipped,
+            "twitch-eventsub-message-signature",
+            &flip_at(SIG, SIG.len() - 1),
+        );
+        assert_eq!(verify(&v, &flipped, BODY).unwrap_err(), MISMATCH);
     }
 }

@@ -39,6 +39,7 @@ mod receiver_sqlite;
 mod retention;
 mod signature_cap;
 mod signers_forged;
+mod signers_providers;
 mod signers_python;
 mod signers_rfc8032;
 mod sigterm;
