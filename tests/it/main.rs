@@ -37,6 +37,7 @@ mod receiver_contract;
 mod receiver_postgres;
 mod receiver_sqlite;
 mod retention;
+mod send_providers;
 mod signature_cap;
 mod signers_forged;
 mod signers_providers;

@@ -183,15 +183,31 @@ pub struct SendArgs {
 /// What to send and where: shared by `hookgate send` and `kubectl hookgate send`.
 #[derive(Args, Debug, Clone)]
 pub struct SendRequestArgs {
-    #[arg(long, conflicts_with = "body", required_unless_present = "body")]
+    #[arg(
+        long,
+        conflicts_with_all = ["body", "handshake"],
+        required_unless_present_any = ["body", "handshake"]
+    )]
     pub body_file: Option<PathBuf>,
-    #[arg(long)]
+    #[arg(long, conflicts_with = "handshake")]
     pub body: Option<String>,
+    /// Content-Type of the request. Default: `application/json` for a body that starts with `{`
+    /// or `[`, else `application/x-www-form-urlencoded` (how Twilio tells the two apart).
+    #[arg(long)]
+    pub content_type: Option<String>,
+    /// Send the provider's endpoint check instead of an event, signed like a real one, and check
+    /// the answer (slack, discord, twitch, zoom, meta). `--handshake=events`: Discord's webhook
+    /// events PING (`type` 0) instead of the interactions PING (`type` 1).
+    // `=` is required so that `kubectl hookgate send --handshake NAME` keeps NAME as the
+    // integration instead of reading it as the handshake's variant.
+    #[arg(long, value_enum, num_args = 0..=1, require_equals = true, value_name = "VARIANT")]
+    pub handshake: Option<Option<HandshakeVariant>>,
     /// Receiver URL. Without a path the integration's route is appended; with one it is used as is
     /// (for a receiver behind an ingress that rewrites paths).
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     pub url: String,
-    /// Private key for Ed25519 schemes (raw, base64, hex or PKCS#8 PEM).
+    /// Private key for schemes verified by a public key: Ed25519 (raw, base64, hex or PKCS#8 PEM)
+    /// and SendGrid's ECDSA P-256 (PKCS#8 or SEC1 PEM, or base64 DER).
     #[arg(long)]
     pub signing_key_file: Option<PathBuf>,
     /// Sign with this key instead of the newest active one.
@@ -200,12 +216,21 @@ pub struct SendRequestArgs {
     /// Event id for schemes that send it in a header (default: random).
     #[arg(long)]
     pub event_id: Option<String>,
-    /// Event type for schemes that send it in a header (GitHub, Shopify).
+    /// Event type for schemes that send it in a header (GitHub, Shopify, Twitch, GitLab, Linear).
     #[arg(long)]
     pub event_type: Option<String>,
     /// Signed timestamp (unix seconds) instead of now, to try the replay window.
     #[arg(long, allow_hyphen_values = true)]
     pub timestamp: Option<i64>,
+}
+
+/// Which endpoint check `--handshake` sends, for a provider that has more than one.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HandshakeVariant {
+    /// Discord's interactions endpoint PING (`"type":1`), answered `{"type":1}`: the default.
+    Interactions,
+    /// Discord's webhook events PING (`"type":0`), answered 204.
+    Events,
 }
 
 #[derive(Subcommand, Debug)]

@@ -74,3 +74,35 @@ fn destinations_default_to_open_and_refuse_a_bad_host() {
     .to_string();
     assert!(e.contains("is not a host name"), "{e}");
 }
+
+fn send_args(args: &[&str]) -> Result<SendRequestArgs, clap::Error> {
+    let argv = ["hookgate", "send", "-f", "x.yaml", "--integration", "a/b"]
+        .iter()
+        .chain(args);
+    match Cli::try_parse_from(argv)?.command {
+        Command::Send(a) => Ok(a.request),
+        other => panic!("not a send command: {other:?}"),
+    }
+}
+
+#[test]
+fn send_takes_a_body_or_a_handshake_and_the_variant_only_after_equals() {
+    assert_eq!(send_args(&["--handshake"]).unwrap().handshake, Some(None));
+    assert_eq!(
+        send_args(&["--handshake=events"]).unwrap().handshake,
+        Some(Some(HandshakeVariant::Events))
+    );
+    assert_eq!(send_args(&["--body", "{}"]).unwrap().handshake, None);
+    // Without `=`, a following word is not the variant (kubectl hookgate send --handshake NAME).
+    let e = send_args(&["--handshake", "events"]).unwrap_err();
+    assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument, "{e}");
+    for args in [
+        &["--handshake", "--body", "{}"][..],
+        &["--handshake", "--body-file", "b.json"],
+        &[],
+    ] {
+        assert!(send_args(args).is_err(), "{args:?}");
+    }
+    let e = send_args(&["--handshake=pong"]).unwrap_err().to_string();
+    assert!(e.contains("interactions") && e.contains("events"), "{e}");
+}
