@@ -7,6 +7,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
@@ -29,6 +31,21 @@ pub struct IntegrationLabels {
 pub struct StatusLabels {
     pub integration: String,
     pub status: String,
+}
+
+/// A signing key of one integration. Key ids are names from the spec (never key material), at
+/// most `crd::limits::MAX_KEYS` per integration, so the series stay few.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KeyLabels {
+    pub integration: String,
+    pub key: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KeyPhaseLabels {
+    pub integration: String,
+    pub key: String,
+    pub phase: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -62,6 +79,11 @@ pub struct Metrics {
     pub oldest_pending: Family<IntegrationLabels, Gauge>,
     pub intake_batch_size: Histogram,
     pub reconcile_errors: Family<ErrorLabels, Counter>,
+    pub verified_requests: Family<KeyLabels, Counter>,
+    pub key_phase: Family<KeyPhaseLabels, Gauge>,
+    /// The key phase series set per integration: prometheus-client cannot list a family's label
+    /// sets, and a key that left the spec must lose its series.
+    key_phase_index: Mutex<HashMap<String, HashSet<KeyPhaseLabels>>>,
     registry: Registry,
 }
 
@@ -88,6 +110,9 @@ impl Metrics {
             // 1 .. 1024 events per transaction.
             intake_batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
             reconcile_errors: Family::default(),
+            verified_requests: Family::default(),
+            key_phase: Family::default(),
+            key_phase_index: Mutex::default(),
             registry: Registry::with_prefix("hookgate"),
         };
         let mut registry = Registry::with_prefix("hookgate");
@@ -157,6 +182,16 @@ impl Metrics {
             "Failed reconciles of WebhookIntegrations, by the call that failed (read_secret, patch_status, ...); each is retried in 30 s",
             m.reconcile_errors.clone(),
         );
+        r.register(
+            "verified_requests",
+            "Requests whose signature verified, by integration and the id of the key that verified them (receiver)",
+            m.verified_requests.clone(),
+        );
+        r.register(
+            "key_phase",
+            "1 for each signing key's current phase (Active, Retiring, Retired) as the controller last wrote it to status (controller, leader only)",
+            m.key_phase.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -195,6 +230,61 @@ impl Metrics {
                 error: label.to_string(),
             })
             .inc();
+    }
+
+    /// One request verified by `key` (a key id from the spec, never the key itself).
+    pub fn verified(&self, integration: &str, key: &str) {
+        self.verified_requests
+            .get_or_create(&KeyLabels {
+                integration: integration.to_string(),
+                key: key.to_string(),
+            })
+            .inc();
+    }
+
+    /// Replaces the phase series of `integration` with `keys` (id, phase): a key that changed
+    /// phase or left the spec loses its old series, so each key keeps one series, its phase now.
+    /// An empty `keys` removes the integration's series (it was deleted).
+    pub fn set_key_phases<'a>(
+        &self,
+        integration: &str,
+        keys: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) {
+        let now: HashSet<KeyPhaseLabels> = keys
+            .into_iter()
+            .map(|(key, phase)| KeyPhaseLabels {
+                integration: integration.to_string(),
+                key: key.to_string(),
+                phase: phase.to_string(),
+            })
+            .collect();
+        // The lock covers the family's update too, so two reconciles of one integration cannot
+        // interleave their removals and additions.
+        let mut index = self
+            .key_phase_index
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let before = index.remove(integration).unwrap_or_default();
+        for gone in before.difference(&now) {
+            self.key_phase.remove(gone);
+        }
+        for labels in &now {
+            self.key_phase.get_or_create(labels).set(1);
+        }
+        if !now.is_empty() {
+            index.insert(integration.to_string(), now);
+        }
+    }
+
+    /// Drops every key phase series: a controller that lost leadership no longer writes status,
+    /// and series it kept would contradict the new leader's.
+    pub fn clear_key_phases(&self) {
+        let mut index = self
+            .key_phase_index
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        index.clear();
+        self.key_phase.clear();
     }
 
     pub fn count(family: &Family<IntegrationLabels, Counter>, integration: &str) {
@@ -262,5 +352,80 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} missing from:\n{text}");
         }
+    }
+
+    #[test]
+    fn verified_requests_are_counted_by_key() {
+        let m = Metrics::new();
+        assert!(!m.encode().contains("verified_requests"));
+        m.verified("pay/stripe", "v1");
+        m.verified("pay/stripe", "v1");
+        m.verified("pay/stripe", "v2");
+        let text = m.encode();
+        for line in [
+            "# TYPE hookgate_verified_requests counter\n",
+            "hookgate_verified_requests_total{integration=\"pay/stripe\",key=\"v1\"} 2\n",
+            "hookgate_verified_requests_total{integration=\"pay/stripe\",key=\"v2\"} 1\n",
+        ] {
+            assert!(text.contains(line), "{line} missing from:\n{text}");
+        }
+    }
+
+    fn phase_lines(m: &Metrics) -> Vec<String> {
+        let mut lines: Vec<String> = m
+            .encode()
+            .lines()
+            .filter(|l| l.starts_with("hookgate_key_phase{"))
+            .map(String::from)
+            .collect();
+        lines.sort();
+        lines
+    }
+
+    #[test]
+    fn key_phases_keep_one_series_per_key_and_drop_keys_that_left() {
+        let m = Metrics::new();
+        m.set_key_phases("pay/stripe", [("v1", "Active")]);
+        m.set_key_phases("ops/github", [("a", "Active")]);
+        assert_eq!(
+            phase_lines(&m),
+            [
+                "hookgate_key_phase{integration=\"ops/github\",key=\"a\",phase=\"Active\"} 1",
+                "hookgate_key_phase{integration=\"pay/stripe\",key=\"v1\",phase=\"Active\"} 1",
+            ]
+        );
+        // Rotation: v1 retires, v2 takes over; the Active series of v1 goes away, not to 0.
+        m.set_key_phases("pay/stripe", [("v1", "Retiring"), ("v2", "Active")]);
+        assert_eq!(
+            phase_lines(&m),
+            [
+                "hookgate_key_phase{integration=\"ops/github\",key=\"a\",phase=\"Active\"} 1",
+                "hookgate_key_phase{integration=\"pay/stripe\",key=\"v1\",phase=\"Retiring\"} 1",
+                "hookgate_key_phase{integration=\"pay/stripe\",key=\"v2\",phase=\"Active\"} 1",
+            ]
+        );
+        // v1 removed from the spec; another integration is untouched.
+        m.set_key_phases("pay/stripe", [("v2", "Active")]);
+        assert_eq!(
+            phase_lines(&m),
+            [
+                "hookgate_key_phase{integration=\"ops/github\",key=\"a\",phase=\"Active\"} 1",
+                "hookgate_key_phase{integration=\"pay/stripe\",key=\"v2\",phase=\"Active\"} 1",
+            ]
+        );
+        // The integration deleted.
+        m.set_key_phases("pay/stripe", []);
+        assert_eq!(
+            phase_lines(&m),
+            ["hookgate_key_phase{integration=\"ops/github\",key=\"a\",phase=\"Active\"} 1"]
+        );
+        m.clear_key_phases();
+        assert!(phase_lines(&m).is_empty());
+        // Cleared, the index forgets too: a later set starts from nothing.
+        m.set_key_phases("ops/github", [("b", "Active")]);
+        assert_eq!(
+            phase_lines(&m),
+            ["hookgate_key_phase{integration=\"ops/github\",key=\"b\",phase=\"Active\"} 1"]
+        );
     }
 }

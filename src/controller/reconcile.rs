@@ -34,6 +34,8 @@ pub struct Context {
     pub inbox: Option<crate::inbox::Inbox>,
     pub recorder: Recorder,
     pub clock: fn() -> DateTime<Utc>,
+    /// `hookgate_key_phase`, set where status is written.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 pub async fn reconcile(
@@ -124,6 +126,9 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Error> 
     )
     .await
     .map_err(Error::PatchStatus)?;
+    // After the write, so the series say what status says.
+    let phases = plan::phase_series(&plan.status.keys);
+    ctx.metrics.set_key_phases(&integration, phases);
     publish(ctx, wi, plan.notes).await;
     Ok(Action::requeue(plan.requeue_after))
 }
@@ -183,7 +188,9 @@ async fn delete_route(wi: &WebhookIntegration, ctx: &Context) -> Result<(), Erro
 async fn cleanup(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Error> {
     delete_route(wi, ctx).await?;
     let namespace = wi.namespace().unwrap_or_else(|| "default".into());
-    tracing::info!(integration = %format!("{namespace}/{}", wi.name_any()), "compiled route removed");
+    let integration = format!("{namespace}/{}", wi.name_any());
+    ctx.metrics.set_key_phases(&integration, []);
+    tracing::info!(integration = %integration, "compiled route removed");
     Ok(Action::await_change())
 }
 

@@ -108,6 +108,9 @@ async fn process(
         Ok(v) => v,
         Err(rejection) => return refused(rx, route, limiter, rejection).into(),
     };
+    // Counted before the rate limit and the window: any verified request shows its sender still
+    // signs with this key, which is what the retiring-key alert asks.
+    rx.metrics.verified(&route.integration, verified.key_id());
     // Only verified requests spend the route's limit: forgeries cannot lock the provider out.
     if let Some(reply) = over(limiter.verified.as_ref()) {
         return reply.into();

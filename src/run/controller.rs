@@ -88,6 +88,7 @@ pub async fn run(
         inbox,
         recorder,
         clock: chrono::Utc::now,
+        metrics: metrics.clone(),
     });
     tokio::pin!(shutdown);
     loop {
@@ -103,6 +104,8 @@ pub async fn run(
             _ = controller => break,
             _ = leader.wait_for(|l| !*l) => tracing::warn!("lost leadership; stopping reconciles"),
         }
+        // The new leader exports the phases now; ours would go stale beside its series.
+        metrics.clear_key_phases();
     }
     drop(leader);
     let _ = lease_task.await;

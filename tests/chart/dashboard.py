@@ -104,6 +104,10 @@ def build():
          "database keeps up with every request; near --commit-batch: commits are the bottleneck.",
          [(f"histogram_quantile({q}, sum by (le) (rate(hookgate_intake_batch_size_bucket{R})))", f"p{round(q * 100)}")
           for q in (0.5, 0.99)], "short"),
+        ("Verified requests by key",
+         "hookgate_verified_requests_total by integration and the id of the key that verified each request. "
+         "During a rotation, the old key's line should fall to zero before it retires.",
+         [(f"sum by (integration, key) (rate(hookgate_verified_requests_total{{{F}}}{R}))", "{{integration}} {{key}}")]),
     ])
     d.row("Delivery")
     d.series([
@@ -136,12 +140,23 @@ def build():
          "(hookgate_completion_latency_seconds).",
          quantiles("hookgate_completion_latency_seconds"), "s"),
     ])
-    d.row("Controller")
+    d.row("Controller and keys")
     d.series([
         ("Reconcile errors by API call",
          "hookgate_reconcile_errors_total by the call that failed (read_secret, apply_route, patch_status, ...). "
          "The controller retries with backoff; a steady rate means the API server or RBAC refuses it.",
          [(f"sum by (error) (rate(hookgate_reconcile_errors_total{R}))", "{{error}}")], "ops"),
+        ("Keys by phase",
+         "hookgate_key_phase: signing keys in each phase (Active, Retiring, Retired) as the leading controller "
+         "last wrote them to status.",
+         [(f"count by (phase) (max by (integration, key, phase) (hookgate_key_phase{{{F}}}))", "{{phase}}")],
+         "short"),
+        ("Requests verified by retiring keys",
+         "Requests verified by a key that is Retiring (hookgate_verified_requests_total joined with "
+         "hookgate_key_phase): senders that have not switched yet. See the HookgateRetiringKeyInUse alert.",
+         [(f"sum by (integration, key) (rate(hookgate_verified_requests_total{{{F}}}{R})) and on (integration, key) "
+           f'max by (integration, key) (hookgate_key_phase{{{F},phase="Retiring"}}) == 1',
+           "{{integration}} {{key}}")]),
     ])
     return {
         "uid": "hookgate", "title": "hookgate", "description": "Webhook receiver, inbox and delivery (hookgate)",

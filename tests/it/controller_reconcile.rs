@@ -37,8 +37,21 @@ fn context() -> (Arc<Context>, Handle) {
         inbox: None,
         recorder,
         clock: now,
+        metrics: Default::default(),
     };
     (Arc::new(ctx), handle)
+}
+
+/// The `hookgate_key_phase` series the controller exports, sorted, as `key=phase`.
+fn phase_series(ctx: &Context) -> Vec<String> {
+    let text = ctx.metrics.encode();
+    let mut series: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("hookgate_key_phase{integration=\"pay/stripe\",key=\""))
+        .map(|l| l.replace("\",phase=\"", "=").replace("\"} 1", ""))
+        .collect();
+    series.sort();
+    series
 }
 
 fn integration(
@@ -190,6 +203,8 @@ async fn adding_a_key_moves_the_old_one_to_retiring_and_requeues() {
     let previous =
         json!({"keys": [{"id": "v1", "phase": "Active", "since": "2026-11-01T00:00:00Z"}]});
     let wi = integration(keys(&["v1", "v2"]), Some(previous), true, false);
+    // As the previous reconcile left it.
+    ctx.metrics.set_key_phases("pay/stripe", [("v1", "Active")]);
     let script = tokio::spawn(async move {
         expect(
             &mut api,
@@ -236,9 +251,11 @@ async fn adding_a_key_moves_the_old_one_to_retiring_and_requeues() {
         reasons.sort();
         assert_eq!(reasons, ["KeyActivated", "KeyRetiring"]);
     });
-    let action = run(wi, ctx).await.unwrap();
+    let action = run(wi, ctx.clone()).await.unwrap();
     assert_eq!(action, Action::requeue(Duration::from_secs(3600)));
     script.await.unwrap();
+    // What status says, one series per key: v1's Active series is gone, not left at 1.
+    assert_eq!(phase_series(&ctx), ["v1=Retiring", "v2=Active"]);
 }
 
 #[tokio::test]
@@ -404,6 +421,7 @@ async fn deletion_removes_the_compiled_route_then_the_finalizer() {
     let (ctx, mut api) = context();
     let wi = integration(keys(&["v1"]), None, true, true);
     let released = serde_json::to_value(integration(keys(&["v1"]), None, false, true)).unwrap();
+    ctx.metrics.set_key_phases("pay/stripe", [("v1", "Active")]);
     let script = tokio::spawn(async move {
         expect(&mut api, "DELETE", ROUTE, not_found()).await;
         let patch = expect(&mut api, "PATCH", WI, (200, released)).await;
@@ -412,8 +430,12 @@ async fn deletion_removes_the_compiled_route_then_the_finalizer() {
             "finalizer removed: {patch}"
         );
     });
-    assert_eq!(run(wi, ctx).await.unwrap(), Action::await_change());
+    assert_eq!(run(wi, ctx.clone()).await.unwrap(), Action::await_change());
     script.await.unwrap();
+    assert!(
+        phase_series(&ctx).is_empty(),
+        "a deleted integration keeps no key phase series"
+    );
 }
 
 /// Reconciles with a deadline: an API call the script does not expect gets no answer, so an

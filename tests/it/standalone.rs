@@ -296,6 +296,18 @@ async fn examples_serve_and_every_provider_format_is_accepted() {
         .await
         .unwrap();
     assert!(metrics.contains(r#"hookgate_receiver_requests_total{integration="payments/stripe",outcome="duplicate"} 1"#), "{metrics}");
+    // Each verified request counts for the key that verified it (the retiring-key alert reads
+    // this): the partner mid-rotation shows both keys; the Stripe retry counts, the forgery not.
+    for series in [
+        r#"hookgate_verified_requests_total{integration="platform/partner",key="v1"} 1"#,
+        r#"hookgate_verified_requests_total{integration="platform/partner",key="v2"} 1"#,
+        r#"hookgate_verified_requests_total{integration="payments/stripe",key="v1"} 2"#,
+    ] {
+        assert!(
+            metrics.contains(series),
+            "{series} missing from:\n{metrics}"
+        );
+    }
 
     // A full run's logs (intake, duplicates, a forged signature, delivery) at debug level carry
     // the event fields but no configured secret, private key or signature.

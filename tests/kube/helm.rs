@@ -6,15 +6,29 @@
 use crate::fixtures::{CHART, CRD, hookgate, ok, output};
 use crate::harness::ApiServer;
 
-/// A stand-in for the Prometheus Operator's ServiceMonitor CRD (not installable here), so the
-/// production values' ServiceMonitor is created like the rest.
-const SERVICE_MONITOR_CRD: &str = r#"
+/// Stand-ins for the Prometheus Operator's ServiceMonitor and PrometheusRule CRDs (not installable
+/// here), so the production values' ServiceMonitor and PrometheusRule are created like the rest.
+const MONITORING_CRDS: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata: {name: servicemonitors.monitoring.coreos.com}
 spec:
   group: monitoring.coreos.com
   names: {kind: ServiceMonitor, plural: servicemonitors, listKind: ServiceMonitorList, singular: servicemonitor}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: prometheusrules.monitoring.coreos.com}
+spec:
+  group: monitoring.coreos.com
+  names: {kind: PrometheusRule, plural: prometheusrules, listKind: PrometheusRuleList, singular: prometheusrule}
   scope: Namespaced
   versions:
     - name: v1
@@ -163,13 +177,14 @@ async fn helm_installs_upgrades_and_uninstalls_the_chart() {
     );
 
     // values-production.yaml (its database Secret is the user's, by name).
-    server.apply(SERVICE_MONITOR_CRD);
+    server.apply(MONITORING_CRDS);
     ok(
         server.kubectl(&[
             "wait",
             "--for=condition=Established",
             "--timeout=60s",
             "crd/servicemonitors.monitoring.coreos.com",
+            "crd/prometheusrules.monitoring.coreos.com",
         ]),
         None,
     );
@@ -199,6 +214,7 @@ async fn helm_installs_upgrades_and_uninstalls_the_chart() {
         "NetworkPolicy",
         "Ingress",
         "ServiceMonitor",
+        "PrometheusRule",
         "PodDisruptionBudget",
     ] {
         assert!(

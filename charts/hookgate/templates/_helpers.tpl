@@ -237,3 +237,32 @@ checkov.io/skip{{ add1 $i }}: {{ $skip | quote }}
 {{- end -}}
 {{- toJson $skips -}}
 {{- end }}
+
+{{/*
+A PromQL label selector: the release's matchers (metrics.prometheusRule.selector, rendered) and
+an alert's own, either of which may be empty: include "hookgate.promSelector" (list $sel "le=\"1\"")
+*/}}
+{{- define "hookgate.promSelector" -}}
+{{- $parts := list -}}
+{{- range . }}{{ if . }}{{ $parts = append $parts . }}{{ end }}{{ end -}}
+{{- printf "{%s}" (join "," $parts) -}}
+{{- end }}
+
+{{/*
+`for`, labels and the start of the annotations of one alert, whose values are the alert's block
+under metrics.prometheusRule.alerts: include "hookgate.alertMeta" (list $ .oldestPending "anchor").
+The caller continues the annotations (summary, description) at the same indentation.
+*/}}
+{{- define "hookgate.alertMeta" -}}
+{{- $root := index . 0 -}}
+{{- $alert := index . 1 -}}
+{{- $pr := $root.Values.metrics.prometheusRule -}}
+for: {{ $alert.for }}
+labels:
+  severity: {{ $alert.severity }}
+  {{- with $pr.alertLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+annotations:
+  runbook_url: {{ printf "%s#%s" $pr.runbookUrl (index . 2) | quote }}
+{{- end }}

@@ -59,6 +59,16 @@ pub(super) fn in_use(ids: &[String]) -> Option<String> {
     })
 }
 
+/// (key id, phase) of each key in `status`, for the `hookgate_key_phase` series. A phase that is
+/// not one of the three (a hand-edited status kept by a refused plan) is left out, so the label
+/// takes three values at most.
+pub fn phase_series(status: &[KeyStatus]) -> Vec<(&str, &'static str)> {
+    status
+        .iter()
+        .filter_map(|k| Some((k.id.as_str(), Phase::parse(&k.phase)?.as_str())))
+        .collect()
+}
+
 /// Spec key ids that are retired: recorded on the compiled route so they stay retired.
 pub(super) fn retired(keys: &KeysPlan) -> Vec<String> {
     keys.keys
@@ -138,6 +148,19 @@ mod tests {
         ];
         let want: Vec<_> = want.map(|(w, r, n)| (w, r, n.to_string())).into();
         assert_eq!(notes, want);
+    }
+
+    #[test]
+    fn phase_series_name_each_key_once_with_a_known_phase() {
+        let keys = [
+            status("a", "Retiring"),
+            status("b", "Active"),
+            status("c", "Retired"),
+            status("d", "Sunset"),
+        ];
+        let want = [("a", "Retiring"), ("b", "Active"), ("c", "Retired")];
+        assert_eq!(phase_series(&keys), want);
+        assert!(phase_series(&[]).is_empty());
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod traffic;
 
 pub use conditions::{refused_route, route_refused};
 pub use inputs::Inputs;
+pub use keys::phase_series;
 pub use requeue::{RESYNC, RETRY_CONFLICT, RETRY_MISSING, TRAFFIC_REFRESH};
 pub use traffic::set_traffic;
 
