@@ -1,55 +1,163 @@
 //! `hookgate bench` end to end at a tiny size, so the command in the README keeps working: every
-//! phase runs against the real PostgreSQL and child processes, and the report carries every figure.
-//! (The figures themselves are only meaningful from a release build; see docs/performance.md.)
+//! phase runs against the real PostgreSQL, pgbench, nginx and child processes, and the report
+//! carries every figure. (The figures themselves are only meaningful from a release build on a
+//! quiet machine; see docs/performance.md. Nothing here asserts a speed.)
 
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
 
 const BIN: &str = env!("CARGO_BIN_EXE_hookgate");
 
-#[test]
-fn bench_runs_every_phase_and_reports_every_figure() {
+/// Every bench run creates and drops the same `hookgate_bench` database: one at a time.
+static BENCH_DB: Mutex<()> = Mutex::new(());
+
+/// Runs the bench with `args`; its JSON report and its stdout.
+fn bench(args: &[&str]) -> (Value, String) {
+    let _one_at_a_time = BENCH_DB.lock().unwrap_or_else(|e| e.into_inner());
     let url = std::env::var("DATABASE_URL").expect("DATABASE_URL (tests/run.sh sets it)");
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("bench.json");
     let out = Command::new(BIN)
-        .args(["bench", "--events", "300", "--concurrency", "8"])
-        .args(["--latency-run", "1s", "--verify-divisor", "200"])
+        .arg("bench")
+        .args(args)
         .args(["--database-url", &url, "--json"])
         .arg(&json)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "bench failed:\n{stdout}\n{stderr}");
+    let report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (report, stdout)
+}
 
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let phases: Vec<&str> = report["phases"]
+fn phases(report: &Value) -> Vec<&str> {
+    report["phases"]
         .as_array()
         .unwrap()
         .iter()
         .map(|p| p["phase"].as_str().unwrap())
-        .collect();
-    for expected in [
+        .collect()
+}
+
+/// Whether the machine has `tool` where the bench looks for it (checked independently, so that
+/// a bench that stops finding an installed tool fails here instead of skipping quietly).
+fn installed(tool: &str, also: &[PathBuf]) -> bool {
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()));
+    on_path || also.iter().any(|p| p.is_file())
+}
+
+fn pgbench_installed() -> bool {
+    let debian: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|d| {
+            d.filter_map(|e| Some(e.ok()?.path().join("bin/pgbench")))
+                .collect()
+        })
+        .unwrap_or_default();
+    installed("pgbench", &debian)
+}
+
+#[test]
+fn bench_runs_every_phase_and_reports_every_figure() {
+    let (report, stdout) = bench(&[
+        "--events",
+        "300",
+        "--concurrency",
+        "8",
+        "--latency-run",
+        "1s",
+        "--verify-divisor",
+        "200",
+        "--pgbench-run",
+        "1s",
+        "--ceiling-run",
+        "300ms",
+        "--pipeline-secs",
+        "1s",
+        "--pipeline-steps",
+        "2",
+    ]);
+    let (pgbench, nginx) = (
+        pgbench_installed(),
+        installed("nginx", &[Path::new("/usr/sbin/nginx").into()]),
+    );
+    let phases = phases(&report);
+    let mut expected = vec![
         "baseline A: 1 row/transaction",
         "baseline B: 50 rows/transaction",
+        "HTTP ceiling: hyper server, fixed 200",
         "hookgate intake (HTTP, verify, commit)",
         "duplicates (re-sent accepted events)",
         "intake at half the max rate (open loop)",
         "worker delivery to a local sink",
+        "receiver + workers: intake (closed loop)",
+        "receiver + workers: delivered during it",
+        "pipeline: highest sustainable rate",
         "verify HMAC-SHA256 (Stripe), 1 KiB",
         "verify Ed25519, 1 KiB",
-    ] {
-        assert!(
-            phases.contains(&expected),
-            "{expected} missing from {phases:?}"
-        );
+    ];
+    if pgbench {
+        expected.extend(["pgbench: 1 row/transaction", "pgbench: 50 rows/transaction"]);
+    }
+    if nginx {
+        expected.push("HTTP ceiling: nginx, fixed 200");
+    }
+    for e in &expected {
+        assert!(phases.contains(e), "{e} missing from {phases:?}");
     }
     for p in report["phases"].as_array().unwrap() {
-        assert!(p["ops_per_s"].as_f64().unwrap() > 0.0, "{p}");
+        let rate = p["ops_per_s"].as_f64().unwrap();
+        // A tiny debug run may find no sustainable rate: that row is the one that may be 0.
+        if p["phase"] == "pipeline: highest sustainable rate" {
+            assert!(rate >= 0.0, "{p}");
+        } else {
+            assert!(rate > 0.0 && rate.is_finite(), "{p}");
+        }
     }
+
+    let steps = report["pipeline_steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "{steps:?}");
+    for s in steps {
+        for field in ["offered", "intake", "delivered", "p50_ms", "p99_ms"] {
+            assert!(s[field].as_f64().unwrap() > 0.0, "{field} in {s}");
+        }
+        assert!(s["pending"].as_i64().unwrap() >= 0, "{s}");
+    }
+    // The reported rate is the highest step that held, or 0 when none did.
+    let held = steps
+        .iter()
+        .filter(|s| s["sustainable"] == true)
+        .map(|s| s["offered"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    let best = report["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["phase"] == "pipeline: highest sustainable rate")
+        .unwrap();
+    assert_eq!(best["ops_per_s"].as_f64().unwrap(), held);
+
     let checks = report["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 10, "{checks:?}");
+    let names: Vec<&str> = checks
+        .iter()
+        .map(|c| c["check"].as_str().unwrap())
+        .collect();
+    let ceiling = if nginx {
+        "intake / HTTP ceiling (nginx)"
+    } else {
+        "intake / HTTP ceiling (hyper)"
+    };
+    assert!(names.contains(&ceiling), "{names:?}");
+    for c in [
+        "intake / pgbench 1-row",
+        "pipeline sustainable / pgbench 1-row",
+    ] {
+        assert_eq!(names.contains(&c), pgbench, "{c} in {names:?}");
+    }
+    assert_eq!(checks.len(), 11 + 2 * usize::from(pgbench), "{names:?}");
     let rss = checks
         .iter()
         .find(|c| c["check"] == "receiver peak RSS under load (MiB)")
@@ -59,4 +167,19 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         "a real process was measured: {rss}"
     );
     assert!(stdout.contains("targets held"), "{stdout}");
+    assert!(stdout.contains("pipeline steps: open loop"), "{stdout}");
+}
+
+#[test]
+fn bench_without_pgbench_says_so_and_invents_nothing() {
+    let (report, stdout) = bench(&["--only", "pgbench", "--pgbench", "/nonexistent/pgbench"]);
+    assert!(phases(&report).is_empty(), "{report}");
+    let notes = report["notes"].as_array().unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("pgbench not found")),
+        "{notes:?}"
+    );
+    assert!(stdout.contains("note: pgbench not found"), "{stdout}");
 }

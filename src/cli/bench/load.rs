@@ -1,6 +1,8 @@
-//! The load generator (plain HTTP/1.1 keep-alive connections, requests signed beforehand so
-//! that its own crypto is not measured) and the destination the workers deliver to.
+//! The load generator: plain HTTP/1.1 keep-alive connections, requests signed before they are
+//! due so that its own crypto is not measured. The same generator drives the receiver, the
+//! pipeline and the minimal servers of the HTTP ceiling.
 
+use super::requests::Source;
 use super::stats::Run;
 use anyhow::{Context, bail};
 use axum::body::Bytes;
@@ -16,6 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
 /// A signed request, ready to send as many times as needed.
+#[derive(Clone)]
 pub struct Prepared {
     pub path: String,
     pub headers: Vec<(HeaderName, HeaderValue)>,
@@ -29,6 +32,8 @@ pub struct Outcome {
     statuses: BTreeMap<u16, usize>,
     duplicates: usize,
     errors: Vec<String>,
+    /// Requests an open loop gave up on, its connection too far behind their schedule.
+    unsent: usize,
 }
 
 impl Outcome {
@@ -40,6 +45,21 @@ impl Outcome {
         }
         self.duplicates += other.duplicates;
         self.errors.extend(other.errors);
+        self.unsent += other.unsent;
+    }
+
+    /// Requests answered `status` and not as duplicates.
+    pub fn fresh(&self, status: u16) -> usize {
+        self.statuses
+            .get(&status)
+            .copied()
+            .unwrap_or(0)
+            .saturating_sub(self.duplicates)
+    }
+
+    /// Requests that did not get `200 {"duplicate":false}`: refused, failed, or never sent.
+    pub fn not_accepted(&self) -> usize {
+        self.run.count + self.unsent - self.fresh(200)
     }
 
     /// Fails the bench unless every request got `status` and was (or was not) a duplicate:
@@ -47,12 +67,17 @@ impl Outcome {
     pub fn expect_all(&self, status: u16, duplicate: bool, phase: &str) -> anyhow::Result<()> {
         let ok = self.statuses.get(&status).copied().unwrap_or(0);
         let want_dups = if duplicate { self.run.count } else { 0 };
-        if ok != self.run.count || self.duplicates != want_dups || !self.errors.is_empty() {
+        if ok != self.run.count
+            || self.duplicates != want_dups
+            || !self.errors.is_empty()
+            || self.unsent > 0
+        {
             bail!(
-                "{phase}: {} requests, statuses {:?}, {} duplicates (expected {want_dups}), errors: {:?}",
+                "{phase}: {} requests, statuses {:?}, {} duplicates (expected {want_dups}), {} not sent, errors: {:?}",
                 self.run.count,
                 self.statuses,
                 self.duplicates,
+                self.unsent,
                 self.errors.iter().take(3).collect::<Vec<_>>()
             );
         }
@@ -107,13 +132,24 @@ fn record(out: &mut Outcome, answer: anyhow::Result<(u16, bool)>, latency: Durat
 
 /// `concurrency` connections each send the next unsent request as soon as their previous one
 /// was answered: the maximum rate.
-pub async fn closed_loop(
+pub async fn closed_loop<S: Source>(
     addr: SocketAddr,
-    requests: &Arc<Vec<Prepared>>,
+    requests: &Arc<S>,
     concurrency: usize,
+) -> anyhow::Result<Outcome> {
+    closed_loop_for(addr, requests, concurrency, None).await
+}
+
+/// [`closed_loop`] that also stops sending once `limit` has passed.
+pub async fn closed_loop_for<S: Source>(
+    addr: SocketAddr,
+    requests: &Arc<S>,
+    concurrency: usize,
+    limit: Option<Duration>,
 ) -> anyhow::Result<Outcome> {
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
+    let deadline = limit.map(|l| started + l);
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..concurrency {
         let (requests, next) = (requests.clone(), next.clone());
@@ -122,11 +158,14 @@ pub async fn closed_loop(
             .context("connecting to the receiver")?;
         tasks.spawn(async move {
             let mut out = Outcome::default();
-            loop {
+            while deadline.is_none_or(|d| Instant::now() < d) {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(p) = requests.get(i) else { break };
+                if i >= requests.count() {
+                    break;
+                }
+                let p = requests.request(i);
                 let t = Instant::now();
-                let answer = conn.send(p).await;
+                let answer = conn.send(&p).await;
                 record(&mut out, answer, t.elapsed());
             }
             out
@@ -135,17 +174,43 @@ pub async fn closed_loop(
     collect(tasks, started).await
 }
 
+/// When an open loop's requests are due.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace {
+    /// Requests per second, over all connections.
+    pub rate: f64,
+    /// Request 0 is due now; request `i` at `start + i / rate`.
+    pub start: tokio::time::Instant,
+    /// A connection further behind its schedule than this stops and counts the rest of its
+    /// requests as not sent, so that an offered rate far above capacity ends in bounded time.
+    pub give_up: Option<Duration>,
+}
+
+impl Pace {
+    /// `rate` per second from 50 ms from now (time to spread the first requests), never given up.
+    pub fn from_now(rate: f64) -> Self {
+        Self {
+            rate,
+            start: tokio::time::Instant::now() + Duration::from_millis(50),
+            give_up: None,
+        }
+    }
+
+    pub fn due(&self, i: usize) -> tokio::time::Instant {
+        self.start + Duration::from_secs_f64(i as f64 / self.rate)
+    }
+}
+
 /// Requests leave on a fixed schedule (`rate` per second, spread over `concurrency`
 /// connections) whether or not earlier ones were answered; latency counts from the scheduled
 /// instant, so a stall shows up in the percentiles instead of hiding (no coordinated omission).
-pub async fn open_loop(
+pub async fn open_loop<S: Source>(
     addr: SocketAddr,
-    requests: &Arc<Vec<Prepared>>,
+    requests: &Arc<S>,
     concurrency: usize,
-    rate: f64,
+    pace: Pace,
 ) -> anyhow::Result<Outcome> {
     let started = Instant::now();
-    let t0 = tokio::time::Instant::now() + Duration::from_millis(50);
     let mut tasks = tokio::task::JoinSet::new();
     for k in 0..concurrency {
         let requests = requests.clone();
@@ -154,10 +219,18 @@ pub async fn open_loop(
             .context("connecting to the receiver")?;
         tasks.spawn(async move {
             let mut out = Outcome::default();
-            for i in (k..requests.len()).step_by(concurrency) {
-                let due = t0 + Duration::from_secs_f64(i as f64 / rate);
+            let mine = (k..requests.count()).step_by(concurrency);
+            let total = mine.len();
+            for (sent, i) in mine.enumerate() {
+                // Prepared (and, for a lazy source, signed) before its instant, not on the clock.
+                let request = requests.request(i);
+                let due = pace.due(i);
+                if pace.give_up.is_some_and(|g| due.elapsed() > g) {
+                    out.unsent = total - sent;
+                    break;
+                }
                 tokio::time::sleep_until(due).await;
-                let answer = conn.send(&requests[i]).await;
+                let answer = conn.send(&request).await;
                 record(&mut out, answer, due.elapsed());
             }
             out
@@ -176,54 +249,4 @@ async fn collect(
     }
     all.run.elapsed = started.elapsed();
     Ok(all)
-}
-
-/// A destination that answers 200 to everything and notes when deliveries arrive.
-pub struct Sink {
-    addr: SocketAddr,
-    seen: Arc<std::sync::Mutex<Vec<Instant>>>,
-}
-
-impl Sink {
-    pub async fn start() -> anyhow::Result<Self> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let app = axum::Router::new().fallback({
-            let seen = seen.clone();
-            move || async move {
-                seen.lock().expect("not poisoned").push(Instant::now());
-                "ok"
-            }
-        });
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        Ok(Self { addr, seen })
-    }
-
-    pub fn url(&self) -> String {
-        format!("http://{}/bench", self.addr)
-    }
-
-    /// Waits until `n` deliveries arrived; the rate runs from the first to the last of them.
-    pub async fn wait_for(&self, n: usize, limit: Duration) -> anyhow::Result<Run> {
-        let deadline = Instant::now() + limit;
-        loop {
-            let seen = self.seen.lock().expect("not poisoned").clone();
-            if seen.len() >= n {
-                let (first, last) = (seen[0], seen[n - 1]);
-                return Ok(Run {
-                    count: n - 1,
-                    elapsed: last - first,
-                    latencies: Vec::new(),
-                });
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "only {} of {n} deliveries arrived within {limit:?}",
-                    seen.len()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
 }

@@ -1,92 +1,53 @@
-//! `hookgate bench`: hookgate's intake, duplicates, delivery and verification measured side by
-//! side with plain PostgreSQL inserts of the same rows, in one run on one machine.
+//! `hookgate bench`: hookgate's intake, duplicates, delivery, whole pipeline and verification
+//! measured side by side with plain PostgreSQL inserts of the same rows (through sqlx and through
+//! pgbench) and with minimal HTTP servers, in one run on one machine.
 //!
-//! Everything stays on loopback. The receiver and the workers run as child processes of this
-//! binary (so their memory is their own); the load generator, the baselines, the destination and
-//! the verification loops run in this process.
+//! Everything stays on loopback. The receiver, the workers and the minimal servers run as child
+//! processes (so their CPU and memory are their own); the load generator, the baselines, the
+//! destination and the verification loops run in this process.
 
+mod args;
+mod ceiling;
+mod intake;
 mod load;
+mod pgbench;
+mod pipeline;
+mod requests;
+mod search;
 mod setup;
+mod sink;
 mod sql;
 mod stats;
 mod verify;
 
+pub use args::{BenchArgs, Phase};
+
 use anyhow::Context;
-use clap::Args;
 use stats::{Report, Row};
 use std::time::Duration;
 
-#[derive(Args, Debug, Clone)]
-pub struct BenchArgs {
-    /// A PostgreSQL server the bench may create and drop the `hookgate_bench` database on.
-    #[arg(
-        long,
-        env = "DATABASE_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
-    )]
-    pub database_url: String,
-    /// Events per phase (baselines, intake, duplicates).
-    #[arg(long, default_value_t = 20_000)]
-    pub events: usize,
-    /// Concurrent clients (connections) for the baselines and the intake.
-    #[arg(long, default_value_t = 32)]
-    pub concurrency: usize,
-    /// Size of each event body.
-    #[arg(long, default_value_t = 1024)]
-    pub body_bytes: usize,
-    /// Length of the half-rate (latency) run.
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
-    pub latency_run: Duration,
-    /// Worker processes' delivery concurrency.
-    #[arg(long, default_value_t = 32)]
-    pub worker_concurrency: usize,
-    /// Also write the report as JSON to this file.
-    #[arg(long)]
-    pub json: Option<std::path::PathBuf>,
-    /// Divides the verification loops' iterations (for profiling under callgrind).
-    #[arg(long, default_value_t = 1, hide = true)]
-    pub verify_divisor: usize,
-    /// Run only these phases (comma-separated); the ratios need baselines and intake together.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Phase::ALL)]
-    pub only: Vec<Phase>,
-}
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    /// Plain PostgreSQL inserts: 1 and 50 rows per transaction.
-    Baselines,
-    /// The receiver: max rate, duplicates, half-rate latency, memory.
-    Intake,
-    /// Workers delivering everything pending to a local sink.
-    Delivery,
-    /// The verifier against the bare primitives.
-    Verify,
-}
-
-impl Phase {
-    const ALL: [Phase; 4] = [
-        Phase::Baselines,
-        Phase::Intake,
-        Phase::Delivery,
-        Phase::Verify,
-    ];
-}
-
-impl std::fmt::Display for Phase {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use clap::ValueEnum;
-        f.write_str(
-            self.to_possible_value()
-                .expect("no skipped variants")
-                .get_name(),
-        )
-    }
+/// The figures the targets are ratios of, when their phases ran in this invocation.
+#[derive(Debug, Default)]
+struct Anchors {
+    /// sqlx baselines A (1 row/transaction) and B (50 rows/transaction), rows/s.
+    baselines: Option<(f64, f64)>,
+    /// pgbench, 1 row per transaction, rows/s.
+    pgbench_one_row: Option<f64>,
+    /// Requests/s of the HTTP ceiling, and which server set it.
+    ceiling: Option<(f64, &'static str)>,
 }
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if let Some(addr) = args.serve_fixed {
+        return ceiling::serve_fixed(addr).await;
+    }
     anyhow::ensure!(args.events >= 100, "--events must be at least 100");
     anyhow::ensure!(args.concurrency >= 1, "--concurrency must be at least 1");
     anyhow::ensure!(args.body_bytes >= 128, "--body-bytes must be at least 128");
+    anyhow::ensure!(
+        args.pipeline_steps >= 1,
+        "--pipeline-steps must be at least 1"
+    );
     let phase = |p: Phase| args.only.contains(&p);
     let mut report = Report::new(&args);
     let env = setup::Env::create(&args).await?;
@@ -98,8 +59,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         args.concurrency
     );
     let rows = env.rows(0, args.events);
+    let mut anchors = Anchors::default();
 
-    let mut baselines = None;
     if phase(Phase::Baselines) {
         eprintln!("bench: baseline A (one row per transaction)");
         env.reset().await?;
@@ -109,14 +70,20 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         env.reset().await?;
         let b = sql::batched(&env.pool, &rows, args.concurrency, 50).await?;
         report.push(Row::throughput("baseline B: 50 rows/transaction", &b));
-        baselines = Some((a.rate(), b.rate()));
+        anchors.baselines = Some((a.rate(), b.rate()));
+    }
+    if phase(Phase::Pgbench) {
+        anchors.pgbench_one_row = pgbench_rows(&args, &env, &mut report).await?;
     }
 
     env.reset().await?;
-    let sink = load::Sink::start().await?;
+    let sink = sink::Sink::start().await?;
     env.write_manifests(sink.url())?;
+    if phase(Phase::Ceiling) {
+        anchors.ceiling = Some(http_ceiling(&args, &env, &mut report).await?);
+    }
     if phase(Phase::Intake) {
-        intake(&args, &env, baselines, &mut report).await?;
+        intake::run(&args, &env, &anchors, &mut report).await?;
     } else if phase(Phase::Delivery) {
         // Delivery on its own: pending rows written straight to the inbox.
         sql::batched(&env.pool, &rows, args.concurrency, 50).await?;
@@ -139,6 +106,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         report.limit_min("worker delivery (events/s)", delivered.rate(), 5000.0);
     }
 
+    if phase(Phase::Pipeline) {
+        pipeline::run(&args, &env, anchors.pgbench_one_row, &mut report).await?;
+    }
+
     if phase(Phase::Verify) {
         eprintln!("bench: verification");
         for v in verify::run(args.verify_divisor.max(1))? {
@@ -157,60 +128,89 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The receiver as a child process: max rate, duplicates, half-rate latency and its memory.
-async fn intake(
+/// pgbench inserting the inbox row, 1 and 50 rows per transaction: rows/s of the first, or
+/// `None` (said in the report) when there is no pgbench to run.
+async fn pgbench_rows(
     args: &BenchArgs,
     env: &setup::Env,
-    baselines: Option<(f64, f64)>,
     report: &mut Report,
-) -> anyhow::Result<()> {
-    let receiver = env.spawn_receiver()?;
-    receiver.wait_ready().await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let idle_rss = receiver.rss_kib()?;
+) -> anyhow::Result<Option<f64>> {
+    let Some(bin) = pgbench::find(args.pgbench.as_deref()) else {
+        report.note(format!(
+            "pgbench not found ({}): its rows and the ratios to it are skipped",
+            match &args.pgbench {
+                Some(p) => format!("--pgbench {}", p.display()),
+                None => "pg_config --bindir, /usr/lib/postgresql/*/bin, PATH".into(),
+            }
+        ));
+        return Ok(None);
+    };
+    let body = requests::body(0, args.body_bytes);
+    let mut one_row = 0.0;
+    for (rows, name) in [
+        (1, "pgbench: 1 row/transaction"),
+        (50, "pgbench: 50 rows/transaction"),
+    ] {
+        eprintln!("bench: {name} ({})", bin.display());
+        env.reset().await?;
+        let rate = pgbench::rows_per_second(
+            &bin,
+            &env.url,
+            rows,
+            args.concurrency,
+            args.pgbench_run,
+            &body,
+        )
+        .await?;
+        report.push(Row::rate(name, rate));
+        if rows == 1 {
+            one_row = rate;
+        }
+    }
+    Ok(Some(one_row))
+}
 
-    eprintln!("bench: hookgate intake, closed loop");
+/// The intake's closed loop against a minimal hyper server and, when installed, nginx; the
+/// ceiling is nginx's rate when it ran, else hyper's.
+async fn http_ceiling(
+    args: &BenchArgs,
+    env: &setup::Env,
+    report: &mut Report,
+) -> anyhow::Result<(f64, &'static str)> {
     let requests = env.signed_requests(0, args.events)?;
     let warmup = env.signed_requests(10 * args.events, 1000)?;
-    load::closed_loop(receiver.addr, &warmup, args.concurrency).await?;
-    let max = load::closed_loop(receiver.addr, &requests, args.concurrency).await?;
-    max.expect_all(200, false, "intake")?;
-    report.push(Row::throughput(
-        "hookgate intake (HTTP, verify, commit)",
-        &max.run,
-    ));
-    if let Some((a, b)) = baselines {
-        report.ratio("intake / baseline A", max.run.rate() / a, 1.5);
-        report.ratio("intake / baseline B", max.run.rate() / b, 0.5);
-    }
-
-    eprintln!("bench: duplicates");
-    let dups = load::closed_loop(receiver.addr, &requests, args.concurrency).await?;
-    dups.expect_all(200, true, "duplicates")?;
-    report.push(Row::throughput(
-        "duplicates (re-sent accepted events)",
-        &dups.run,
-    ));
-    report.limit("duplicate p99 (ms)", dups.run.p99_ms(), 5.0);
-
-    let half = max.run.rate() / 2.0;
-    let n = ((half * args.latency_run.as_secs_f64()) as usize).max(100);
-    eprintln!("bench: intake at half the maximum rate ({half:.0}/s) for {n} events");
-    let paced = env.signed_requests(20 * args.events, n)?;
-    let steady = load::open_loop(receiver.addr, &paced, args.concurrency, half).await?;
-    steady.expect_all(200, false, "half-rate intake")?;
-    report.push(Row::throughput(
-        "intake at half the max rate (open loop)",
-        &steady.run,
-    ));
-    report.limit("intake p99 at half rate (ms)", steady.run.p99_ms(), 25.0);
-    let peak_rss = receiver.peak_rss_kib()?;
-    report.limit("receiver RSS idle (MiB)", idle_rss as f64 / 1024.0, 40.0);
-    report.limit(
-        "receiver peak RSS under load (MiB)",
-        peak_rss as f64 / 1024.0,
-        150.0,
-    );
-    receiver.stop();
-    Ok(())
+    eprintln!("bench: HTTP ceiling, minimal hyper server");
+    let hyper = ceiling::spawn_hyper(env)?;
+    hyper.wait_ready().await?;
+    let h = ceiling::closed_loop(
+        hyper.addr,
+        &warmup,
+        &requests,
+        args.concurrency,
+        args.ceiling_run,
+        "hyper",
+    )
+    .await?;
+    hyper.stop();
+    report.push(Row::throughput("HTTP ceiling: hyper server, fixed 200", &h));
+    let Some(bin) = ceiling::find_nginx() else {
+        report.note(
+            "nginx not found (PATH, /usr/sbin): the HTTP ceiling is the hyper server's".into(),
+        );
+        return Ok((h.rate(), "hyper"));
+    };
+    eprintln!("bench: HTTP ceiling, nginx ({})", bin.display());
+    let nginx = ceiling::Nginx::start(&bin).await?;
+    let n = ceiling::closed_loop(
+        nginx.addr,
+        &warmup,
+        &requests,
+        args.concurrency,
+        args.ceiling_run,
+        "nginx",
+    )
+    .await?;
+    drop(nginx);
+    report.push(Row::throughput("HTTP ceiling: nginx, fixed 200", &n));
+    Ok((n.rate(), "nginx"))
 }

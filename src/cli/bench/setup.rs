@@ -3,10 +3,9 @@
 
 use super::BenchArgs;
 use super::load::Prepared;
+use super::requests::{self, INTEGRATION, SECRET, Signer};
 use super::sql::BenchRow;
-use crate::signature::{SignInput, SigningKey};
 use anyhow::{Context, bail};
-use axum::body::Bytes;
 use sha2::Digest;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use std::net::SocketAddr;
@@ -18,8 +17,15 @@ use std::time::{Duration, Instant};
 const DATABASE: &str = "hookgate_bench";
 const DROP: &str = "DROP DATABASE IF EXISTS hookgate_bench WITH (FORCE)";
 const CREATE: &str = "CREATE DATABASE hookgate_bench";
-const SECRET: &str = "whsec_bench_only_0123456789abcdef";
-const INTEGRATION: &str = "bench/stripe";
+
+/// The headers the receiver stores for a bench request (as JSON, the inbox's `headers` column).
+pub fn headers_json(content_length: usize) -> serde_json::Value {
+    serde_json::json!([
+        ["host", "127.0.0.1"],
+        ["content-type", "application/json"],
+        ["content-length", content_length.to_string()]
+    ])
+}
 
 pub struct Env {
     admin_url: String,
@@ -101,6 +107,15 @@ impl Env {
         )
     }
 
+    /// Events stored but not delivered yet: waiting, claimed, or waiting for a retry.
+    pub async fn backlog(&self) -> anyhow::Result<i64> {
+        Ok(sqlx::query_scalar(
+            "SELECT COUNT(*) FROM inbox_events WHERE status IN ('pending', 'processing', 'retry')",
+        )
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
     pub async fn drop_database(self) -> anyhow::Result<()> {
         self.pool.close().await;
         let admin = PgPool::connect(&self.admin_url).await?;
@@ -108,31 +123,17 @@ impl Env {
         Ok(())
     }
 
-    /// Event `i`'s body: a Stripe-shaped JSON object padded to exactly `body_bytes`.
-    fn body(&self, i: usize) -> Bytes {
-        let head = format!(
-            r#"{{"id":"evt_bench_{i:08}","object":"event","type":"invoice.paid","data":{{"object":{{"pad":""#
-        );
-        let tail = r#""}}}"#;
-        let pad = self.body_bytes.saturating_sub(head.len() + tail.len());
-        Bytes::from(format!("{head}{}{tail}", "x".repeat(pad)))
-    }
-
     /// The rows a receiver would store for events `from..from + n`, for the baselines.
     pub fn rows(&self, from: usize, n: usize) -> Arc<Vec<BenchRow>> {
         let now = chrono::Utc::now();
         (from..from + n)
             .map(|i| {
-                let body = self.body(i);
+                let body = requests::body(i, self.body_bytes);
                 BenchRow {
                     integration: INTEGRATION.into(),
-                    event_id: format!("evt_bench_{i:08}"),
+                    event_id: requests::event_id(i),
                     body_sha256: sha2::Sha256::digest(&body).to_vec(),
-                    headers: serde_json::json!([
-                        ["host", "127.0.0.1"],
-                        ["content-type", "application/json"],
-                        ["content-length", body.len().to_string()]
-                    ]),
+                    headers: headers_json(body.len()),
                     body,
                     received_at: now,
                 }
@@ -143,45 +144,15 @@ impl Env {
 
     /// Requests for events `from..from + n`, signed now with the bench integration's key.
     pub fn signed_requests(&self, from: usize, n: usize) -> anyhow::Result<Arc<Vec<Prepared>>> {
-        let manifests = crate::manifest::load(&[self.manifest_path()])?;
-        let table = manifests.route_table()?;
-        let route = table
-            .iter()
-            .find(|r| r.integration == INTEGRATION)
-            .context("bench integration compiled")?;
-        let key = SigningKey::Hmac(SECRET.as_bytes().to_vec());
-        let now = chrono::Utc::now().timestamp();
-        (from..from + n)
-            .map(|i| {
-                let body = self.body(i);
-                let event_id = format!("evt_bench_{i:08}");
-                let input = SignInput {
-                    key_id: "v1",
-                    timestamp: now,
-                    event_id: &event_id,
-                    event_type: Some("invoice.paid"),
-                    body: &body,
-                };
-                let mut headers = vec![("content-type".parse()?, "application/json".parse()?)];
-                for (k, v) in route
-                    .verifier
-                    .scheme()
-                    .sign(&key, &input)
-                    .map_err(anyhow::Error::msg)?
-                {
-                    headers.push((k.parse()?, v.parse()?));
-                }
-                Ok(Prepared {
-                    path: route.path.clone(),
-                    headers,
-                    body,
-                })
-            })
-            .collect::<anyhow::Result<Vec<_>>>()
-            .map(Arc::new)
+        self.signer(from, n)?.all()
     }
 
-    fn manifest_path(&self) -> PathBuf {
+    /// Requests for events `from..from + n`, signed as they are sent.
+    pub fn signer(&self, from: usize, n: usize) -> anyhow::Result<Signer> {
+        Signer::new(&self.manifest_path(), self.body_bytes, from, n)
+    }
+
+    pub fn manifest_path(&self) -> PathBuf {
         self.dir.path().join("bench.yaml")
     }
 
@@ -213,14 +184,22 @@ spec:
 
     /// `hookgate standalone --no-workers` on a free loopback port, logging at the default level.
     pub fn spawn_receiver(&self) -> anyhow::Result<Child> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let addr = free_port()?;
         let listen = addr.to_string();
         self.spawn(
             "receiver",
             &["standalone", "--no-workers", "--listen", &listen],
+            addr,
+        )
+    }
+
+    /// `hookgate standalone` with its workers, as a user first runs it.
+    pub fn spawn_standalone(&self, worker_concurrency: usize) -> anyhow::Result<Child> {
+        let addr = free_port()?;
+        let (listen, n) = (addr.to_string(), worker_concurrency.to_string());
+        self.spawn(
+            "standalone",
+            &["standalone", "--listen", &listen, "--concurrency", &n],
             addr,
         )
     }
@@ -235,15 +214,26 @@ spec:
     }
 
     fn spawn(&self, name: &str, args: &[&str], addr: SocketAddr) -> anyhow::Result<Child> {
-        let log = self.dir.path().join(format!("{name}.log"));
-        let file = std::fs::File::create(&log)?;
-        let proc = Command::new(std::env::current_exe()?)
-            .args(args)
+        let mut cmd = Command::new(std::env::current_exe()?);
+        cmd.args(args)
             .arg("-f")
             .arg(self.manifest_path())
             .args(["--admin-listen", "", "--database-url", &self.url])
             .env("RUST_LOG", "info")
-            .env("HOOKGATE_LOG_FORMAT", "json")
+            .env("HOOKGATE_LOG_FORMAT", "json");
+        self.spawn_command(name, cmd, addr)
+    }
+
+    /// Starts `cmd` as `name`, its output in a log file of the bench's scratch directory.
+    pub fn spawn_command(
+        &self,
+        name: &str,
+        mut cmd: Command,
+        addr: SocketAddr,
+    ) -> anyhow::Result<Child> {
+        let log = self.dir.path().join(format!("{name}.log"));
+        let file = std::fs::File::create(&log)?;
+        let proc = cmd
             .stdout(file.try_clone()?)
             .stderr(file)
             .stdin(Stdio::null())
@@ -251,6 +241,14 @@ spec:
             .with_context(|| format!("starting the {name}"))?;
         Ok(Child { proc, addr, log })
     }
+}
+
+/// A loopback address with a port free right now (the child binds it a moment later).
+pub fn free_port() -> anyhow::Result<SocketAddr> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    Ok(([127, 0, 0, 1], port).into())
 }
 
 /// A hookgate process started by the bench; killed when dropped.
@@ -267,7 +265,8 @@ impl Child {
             if Instant::now() > deadline {
                 let log = std::fs::read_to_string(&self.log).unwrap_or_default();
                 bail!(
-                    "the receiver did not listen on {} within 30 s; its log:\n{log}",
+                    "the process logging to {} did not listen on {} within 30 s; its log:\n{log}",
+                    self.log.display(),
                     self.addr
                 );
             }

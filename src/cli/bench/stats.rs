@@ -61,6 +61,18 @@ impl Row {
         }
     }
 
+    /// A figure from a tool that reports only its rate (pgbench), or a rate found by search.
+    pub fn rate(name: &str, rate: f64) -> Self {
+        Self {
+            name: name.into(),
+            rate,
+            p50_ms: 0.0,
+            p99_ms: 0.0,
+            per_op: false,
+            has_latency: false,
+        }
+    }
+
     /// A CPU-bound loop: the rate is operations per second of one core.
     pub fn per_op(name: &str, run: &Run) -> Self {
         Self {
@@ -88,10 +100,20 @@ impl Check {
     }
 }
 
+/// A table of its own (the pipeline's steps): its text, and its JSON under `key`.
+struct Section {
+    key: String,
+    text: String,
+    json: Value,
+}
+
 pub struct Report {
     setup: Value,
     rows: Vec<Row>,
     checks: Vec<Check>,
+    sections: Vec<Section>,
+    /// What was skipped and why (a missing tool, a ratio without its other side).
+    notes: Vec<String>,
 }
 
 impl Report {
@@ -102,17 +124,37 @@ impl Report {
                 "concurrency": args.concurrency,
                 "body_bytes": args.body_bytes,
                 "worker_concurrency": args.worker_concurrency,
+                "pgbench_run_s": args.pgbench_run.as_secs_f64(),
+                "pipeline_step_s": args.pipeline_secs.as_secs_f64(),
+                "pipeline_steps": args.pipeline_steps,
                 "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
                 "version": env!("CARGO_PKG_VERSION"),
                 "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
             }),
             rows: Vec::new(),
             checks: Vec::new(),
+            sections: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
     pub fn push(&mut self, row: Row) {
         self.rows.push(row);
+    }
+
+    /// A table printed after the figures, and in the JSON under `key`.
+    pub fn section(&mut self, key: &str, text: String, json: Value) {
+        self.sections.push(Section {
+            key: key.into(),
+            text,
+            json,
+        });
+    }
+
+    /// Something the reader must know about this run (also said on stderr when it happens).
+    pub fn note(&mut self, note: String) {
+        eprintln!("bench: {note}");
+        self.notes.push(note);
     }
 
     /// A ratio that must reach `target`.
@@ -169,6 +211,9 @@ impl Report {
                 r.name, r.rate, p50, p99
             );
         }
+        for s in &self.sections {
+            let _ = write!(out, "\n{}", s.text);
+        }
         let _ = writeln!(
             out,
             "\n{:<44} {:>10} {:>10}  result",
@@ -190,6 +235,9 @@ impl Report {
             self.checks.len() - missed,
             self.checks.len()
         );
+        for n in &self.notes {
+            let _ = writeln!(out, "note: {n}");
+        }
         out
     }
 
@@ -197,17 +245,23 @@ impl Report {
         let rows: Vec<Value> = self
             .rows
             .iter()
-            .map(|r| json!({"phase": r.name, "ops_per_s": r.rate, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms}))
+            .map(|r| {
+                // No latency measured (pgbench, worker delivery, searched rates): null, not 0.
+                let ms = |v: f64| r.has_latency.then_some(v);
+                json!({"phase": r.name, "ops_per_s": r.rate, "p50_ms": ms(r.p50_ms), "p99_ms": ms(r.p99_ms)})
+            })
             .collect();
         let checks: Vec<Value> = self
             .checks
             .iter()
             .map(|c| json!({"check": c.name, "value": c.value, "target": c.target, "at_least": c.at_least, "holds": c.holds()}))
             .collect();
-        serde_json::to_string_pretty(
-            &json!({"setup": self.setup, "phases": rows, "checks": checks}),
-        )
-        .expect("plain JSON")
+        let mut report =
+            json!({"setup": self.setup, "phases": rows, "checks": checks, "notes": self.notes});
+        for s in &self.sections {
+            report[&s.key] = s.json.clone();
+        }
+        serde_json::to_string_pretty(&report).expect("plain JSON")
     }
 }
 

@@ -1,0 +1,106 @@
+//! `hookgate bench`'s flags and phases.
+
+use clap::Args;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// A PostgreSQL server the bench may create and drop the `hookgate_bench` database on.
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
+    )]
+    pub database_url: String,
+    /// Events per phase (baselines, intake, duplicates; the HTTP ceiling cycles through them).
+    #[arg(long, default_value_t = 20_000)]
+    pub events: usize,
+    /// Concurrent clients (connections) for the baselines, pgbench, the intake and the pipeline.
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+    /// Size of each event body.
+    #[arg(long, default_value_t = 1024)]
+    pub body_bytes: usize,
+    /// Length of the half-rate (latency) run.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub latency_run: Duration,
+    /// Worker processes' delivery concurrency (delivery and pipeline phases).
+    #[arg(long, default_value_t = 32)]
+    pub worker_concurrency: usize,
+    /// Length of each pgbench run (`pgbench -T`).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub pgbench_run: Duration,
+    /// The pgbench binary; by default `pg_config --bindir`, then /usr/lib/postgresql/*/bin, then PATH.
+    #[arg(long)]
+    pub pgbench: Option<PathBuf>,
+    /// Length of each HTTP-ceiling run (the intake's requests, sent round and round).
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub ceiling_run: Duration,
+    /// Length of the pipeline's closed loop and of each of its steps (an open loop at one rate).
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub pipeline_secs: Duration,
+    /// Pipeline steps (rates tried) in the search for the highest sustainable rate.
+    #[arg(long, default_value_t = 5)]
+    pub pipeline_steps: usize,
+    /// The pipeline's first rate (events/s); by default the rate the workers delivered during
+    /// the closed-loop run with the receiver beside them.
+    #[arg(long)]
+    pub pipeline_start: Option<f64>,
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Divides the verification loops' iterations (for profiling under callgrind).
+    #[arg(long, default_value_t = 1, hide = true)]
+    pub verify_divisor: usize,
+    /// Serve the fixed 200 of the HTTP-ceiling phase on this address and do nothing else: the
+    /// bench starts itself this way, so that the minimal server has a process of its own.
+    #[arg(long, hide = true)]
+    pub serve_fixed: Option<SocketAddr>,
+    /// Run only these phases (comma-separated); a ratio is checked only when both of its sides
+    /// ran in the same invocation.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Phase::ALL)]
+    pub only: Vec<Phase>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Plain PostgreSQL inserts through sqlx: 1 and 50 rows per transaction.
+    Baselines,
+    /// The same rows inserted by PostgreSQL's own pgbench: 1 and 50 rows per transaction.
+    Pgbench,
+    /// The intake's load generator against minimal servers answering a fixed 200.
+    Ceiling,
+    /// The receiver: max rate, duplicates, half-rate latency, memory.
+    Intake,
+    /// Workers delivering everything pending to a local sink.
+    Delivery,
+    /// Receiver and workers together: closed loop, then the highest sustainable open-loop rate.
+    Pipeline,
+    /// The verifier against the bare primitives.
+    Verify,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 7] = [
+        Phase::Baselines,
+        Phase::Pgbench,
+        Phase::Ceiling,
+        Phase::Intake,
+        Phase::Delivery,
+        Phase::Pipeline,
+        Phase::Verify,
+    ];
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use clap::ValueEnum;
+        f.write_str(
+            self.to_possible_value()
+                .expect("no skipped variants")
+                .get_name(),
+        )
+    }
+}

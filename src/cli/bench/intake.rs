@@ -1,0 +1,84 @@
+//! The receiver on its own (`hookgate standalone --no-workers`, a child process): its maximum
+//! rate, duplicates, latency at half that rate, and its memory; with the ratios of its rate to
+//! the baselines and to the HTTP ceiling measured earlier in the same run.
+
+use super::load::{self, Pace};
+use super::setup::Env;
+use super::stats::{Report, Row};
+use super::{Anchors, BenchArgs};
+use std::time::Duration;
+
+/// The receiver as a child process: max rate, duplicates, half-rate latency and its memory.
+pub async fn run(
+    args: &BenchArgs,
+    env: &Env,
+    anchors: &Anchors,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let receiver = env.spawn_receiver()?;
+    receiver.wait_ready().await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle_rss = receiver.rss_kib()?;
+
+    eprintln!("bench: hookgate intake, closed loop");
+    let requests = env.signed_requests(0, args.events)?;
+    let warmup = env.signed_requests(10 * args.events, 1000)?;
+    load::closed_loop(receiver.addr, &warmup, args.concurrency).await?;
+    let max = load::closed_loop(receiver.addr, &requests, args.concurrency).await?;
+    max.expect_all(200, false, "intake")?;
+    report.push(Row::throughput(
+        "hookgate intake (HTTP, verify, commit)",
+        &max.run,
+    ));
+    let rate = max.run.rate();
+    if let Some((a, b)) = anchors.baselines {
+        report.ratio("intake / baseline A", rate / a, 1.5);
+        report.ratio("intake / baseline B", rate / b, 0.5);
+    }
+    if let Some((ceiling, server)) = anchors.ceiling {
+        report.ratio(
+            &format!("intake / HTTP ceiling ({server})"),
+            rate / ceiling,
+            0.5,
+        );
+    }
+    if let Some(one_row) = anchors.pgbench_one_row {
+        report.ratio("intake / pgbench 1-row", rate / one_row, 1.5);
+    }
+
+    eprintln!("bench: duplicates");
+    let dups = load::closed_loop(receiver.addr, &requests, args.concurrency).await?;
+    dups.expect_all(200, true, "duplicates")?;
+    report.push(Row::throughput(
+        "duplicates (re-sent accepted events)",
+        &dups.run,
+    ));
+    report.limit("duplicate p99 (ms)", dups.run.p99_ms(), 5.0);
+
+    let half = max.run.rate() / 2.0;
+    let n = ((half * args.latency_run.as_secs_f64()) as usize).max(100);
+    eprintln!("bench: intake at half the maximum rate ({half:.0}/s) for {n} events");
+    let paced = env.signed_requests(20 * args.events, n)?;
+    let steady = load::open_loop(
+        receiver.addr,
+        &paced,
+        args.concurrency,
+        Pace::from_now(half),
+    )
+    .await?;
+    steady.expect_all(200, false, "half-rate intake")?;
+    report.push(Row::throughput(
+        "intake at half the max rate (open loop)",
+        &steady.run,
+    ));
+    report.limit("intake p99 at half rate (ms)", steady.run.p99_ms(), 25.0);
+    let peak_rss = receiver.peak_rss_kib()?;
+    report.limit("receiver RSS idle (MiB)", idle_rss as f64 / 1024.0, 40.0);
+    report.limit(
+        "receiver peak RSS under load (MiB)",
+        peak_rss as f64 / 1024.0,
+        150.0,
+    );
+    receiver.stop();
+    Ok(())
+}

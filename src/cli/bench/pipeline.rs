@@ -1,0 +1,247 @@
+//! The pipeline: `hookgate standalone` with its workers, as a user first runs it, delivering to a
+//! sink that answers at once. First a closed loop (the receiver as fast as it answers, the workers
+//! delivering beside it), then open loops at fixed rates searching for the highest rate the whole
+//! product sustains: every event accepted, the backlog at the end under one second of traffic,
+//! and completion latency p99 (scheduled send → `processed_at`) within a second.
+//!
+//! Latency counts from the instant each request was scheduled, not from its signed timestamp:
+//! Stripe signs whole seconds, too coarse for a one-second target. Every step starts from an
+//! empty inbox and a fresh process, so that no step inherits the last one's backlog.
+
+use super::BenchArgs;
+use super::load::{self, Pace};
+use super::requests;
+use super::search::{self, LATENCY_LIMIT, Step};
+use super::setup::{Child, Env};
+use super::sink::Counter;
+use super::stats::{Report, Row, Run};
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
+use std::fmt::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Warm-up events (pool connections opened, first claims made) get ids far from the measured ones.
+const WARMUP_FROM: usize = 900_000_000;
+/// A connection this far behind its schedule stops sending: the step has failed by then.
+const GIVE_UP: Duration = Duration::from_secs(5);
+
+/// `anchor`: pgbench's one row per transaction, when it ran, for the target's ratio.
+pub async fn run(
+    args: &BenchArgs,
+    env: &Env,
+    anchor: Option<f64>,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let sink = Counter::start().await?;
+    env.write_manifests(sink.url())?;
+
+    eprintln!("bench: receiver + workers (standalone), closed loop");
+    let (intake, delivered) = closed_loop(args, env, &sink).await?;
+    report.push(Row::throughput(
+        "receiver + workers: intake (closed loop)",
+        &intake,
+    ));
+    report.push(Row::rate(
+        "receiver + workers: delivered during it",
+        delivered,
+    ));
+
+    // The closed loop's delivery rate is what the workers managed while the receiver took all
+    // it could: a fair first guess at what the two sustain together. A closed loop shorter than
+    // the workers' idle poll may see no delivery at all; half its intake is the guess then.
+    let guess = if delivered > 0.0 {
+        delivered
+    } else {
+        intake.rate() / 2.0
+    };
+    let start = args.pipeline_start.unwrap_or(guess).max(1.0);
+    let (mut tried, mut steps) = (Vec::new(), Vec::new());
+    for k in 1..=args.pipeline_steps {
+        let rate = search::next_rate(start, &tried);
+        eprintln!(
+            "bench: pipeline step {k}/{}: {rate:.0} events/s for {:?}",
+            args.pipeline_steps, args.pipeline_secs
+        );
+        let s = step(args, env, &sink, rate).await?;
+        eprintln!("bench:   {}", line(k, &s));
+        tried.push((rate, s.sustainable));
+        steps.push(s);
+    }
+    let best = search::best(&tried);
+    report.push(Row::rate(
+        "pipeline: highest sustainable rate",
+        best.unwrap_or(0.0),
+    ));
+    if best.is_none() && !tried.is_empty() {
+        report.note(format!(
+            "pipeline: none of the {} rates tried was sustainable (lowest {:.0}/s)",
+            tried.len(),
+            tried.iter().map(|t| t.0).fold(f64::INFINITY, f64::min)
+        ));
+    }
+    report.section(
+        "pipeline_steps",
+        table(args, &steps),
+        serde_json::to_value(&steps)?,
+    );
+    match anchor {
+        Some(one_row) => report.ratio(
+            "pipeline sustainable / pgbench 1-row",
+            best.unwrap_or(0.0) / one_row,
+            0.5,
+        ),
+        None => report
+            .note("pipeline sustainable / pgbench 1-row not checked: pgbench did not run".into()),
+    }
+    Ok(())
+}
+
+/// A fresh inbox and a fresh `hookgate standalone`, its connections and claims warmed up.
+async fn start(args: &BenchArgs, env: &Env, sink: &Counter) -> anyhow::Result<Child> {
+    env.reset().await?;
+    let child = env.spawn_standalone(args.worker_concurrency)?;
+    child.wait_ready().await?;
+    let n = args.events.min(1000);
+    let warmup = env.signed_requests(WARMUP_FROM, n)?;
+    let before = sink.count();
+    load::closed_loop(child.addr, &warmup, args.concurrency)
+        .await?
+        .expect_all(200, false, "pipeline warm-up")?;
+    sink.wait_for(before + n, Duration::from_secs(60))
+        .await
+        .context("pipeline warm-up delivery")?;
+    Ok(child)
+}
+
+/// The intake's closed loop against receiver + workers for `--pipeline-secs`, long enough for the
+/// backlog to reach its steady growth; the delivery rate over the same time. Requests are signed
+/// as they are sent (a minute of them signed beforehand would not fit in memory): a few µs of the
+/// load generator's CPU per request that the receiver-alone phase does not pay.
+async fn closed_loop(args: &BenchArgs, env: &Env, sink: &Counter) -> anyhow::Result<(Run, f64)> {
+    let child = start(args, env, sink).await?;
+    let signer = env.signer(0, WARMUP_FROM)?;
+    signer.sign(0)?; // fails here, not in the middle of the load
+    let before = sink.count();
+    let out = load::closed_loop_for(
+        child.addr,
+        &Arc::new(signer),
+        args.concurrency,
+        Some(args.pipeline_secs),
+    )
+    .await?;
+    let delivered = (sink.count() - before) as f64 / out.run.elapsed.as_secs_f64();
+    out.expect_all(200, false, "receiver + workers")?;
+    child.stop();
+    Ok((out.run, delivered))
+}
+
+/// One open-loop run at `rate` for `--pipeline-secs`.
+async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow::Result<Step> {
+    let child = start(args, env, sink).await?;
+    let n = ((rate * args.pipeline_secs.as_secs_f64()) as usize).max(1);
+    let signer = env.signer(0, n)?;
+    signer.sign(0)?; // fails here, not in the middle of the load
+    let signer = Arc::new(signer);
+    let lead = Duration::from_millis(50);
+    let (wall_start, pace) = (
+        Utc::now() + lead,
+        Pace {
+            rate,
+            start: tokio::time::Instant::now() + lead,
+            give_up: Some(GIVE_UP),
+        },
+    );
+    let before = sink.count();
+    let out = load::open_loop(child.addr, &signer, args.concurrency, pace).await?;
+    let elapsed = pace.start.elapsed().as_secs_f64();
+    let delivered = (sink.count() - before) as f64 / elapsed;
+    let pending = env.backlog().await?;
+    // Events still in flight get the latency limit to finish; any left after it is late anyway,
+    // and counts with what it has waited so far.
+    tokio::time::sleep(LATENCY_LIMIT).await;
+    let read_at = Utc::now();
+    let processed = processed_at(env, n).await?;
+    child.stop();
+    let done = Run {
+        count: n,
+        elapsed: pace.start.elapsed(),
+        latencies: search::completion_latencies(wall_start, rate, &processed, read_at),
+    };
+    let not_accepted = out.not_accepted();
+    Ok(Step {
+        offered: rate,
+        not_accepted,
+        intake: out.fresh(200) as f64 / elapsed,
+        intake_p99_ms: out.run.p99_ms(),
+        delivered,
+        pending,
+        p50_ms: done.p50_ms(),
+        p99_ms: done.p99_ms(),
+        sustainable: search::sustainable(
+            rate,
+            not_accepted,
+            pending,
+            Duration::from_secs_f64(done.p99_ms() / 1e3),
+        ),
+    })
+}
+
+/// `processed_at` of events `0..n` (`None`: not processed yet, or never stored).
+async fn processed_at(env: &Env, n: usize) -> anyhow::Result<Vec<Option<DateTime<Utc>>>> {
+    let mut out = vec![None; n];
+    let mut rows = sqlx::query_as::<_, (String, Option<DateTime<Utc>>)>(
+        "SELECT event_id, processed_at FROM inbox_events WHERE status = 'processed'",
+    )
+    .fetch(&env.pool);
+    while let Some((id, at)) = rows.try_next().await? {
+        if let Some(k) = requests::index(&id).filter(|k| *k < n) {
+            out[k] = at;
+        }
+    }
+    Ok(out)
+}
+
+fn line(k: usize, s: &Step) -> String {
+    format!(
+        "{k:>4} {:>10.0} {:>10.0} {:>9.2}ms {:>11.0} {:>9} {:>10.1}ms {:>10.1}ms  {}{}",
+        s.offered,
+        s.intake,
+        s.intake_p99_ms,
+        s.delivered,
+        s.pending,
+        s.p50_ms,
+        s.p99_ms,
+        if s.sustainable { "yes" } else { "no" },
+        match s.not_accepted {
+            0 => String::new(),
+            n => format!(" ({n} not accepted)"),
+        }
+    )
+}
+
+fn table(args: &BenchArgs, steps: &[Step]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "pipeline steps: open loop, {:?} each; sustainable = all accepted, pending < 1 s of traffic, done p99 <= 1 s",
+        args.pipeline_secs
+    );
+    let _ = writeln!(
+        out,
+        "{:>4} {:>10} {:>10} {:>11} {:>11} {:>9} {:>12} {:>12}  sustainable",
+        "step",
+        "offered/s",
+        "intake/s",
+        "intake p99",
+        "delivered/s",
+        "pending",
+        "done p50",
+        "done p99"
+    );
+    for (k, s) in steps.iter().enumerate() {
+        let _ = writeln!(out, "{}", line(k + 1, s));
+    }
+    out
+}

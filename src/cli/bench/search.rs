@@ -1,0 +1,133 @@
+//! The pipeline's decisions, free of I/O so that they are tested on their own: whether a rate
+//! was sustained, which rate to try next, and how long each event took to be delivered.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use std::time::Duration;
+
+/// Completion latency (scheduled send → processed) a sustainable rate keeps its p99 under.
+pub const LATENCY_LIMIT: Duration = Duration::from_secs(1);
+
+/// One rate tried: what was offered, and what came in and out.
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    /// Events per second the open loop scheduled.
+    pub offered: f64,
+    /// Requests that did not get `200 {"duplicate":false}` (refused, failed, or never sent).
+    pub not_accepted: usize,
+    /// Events accepted per second over the load.
+    pub intake: f64,
+    /// The answers' p99, from each request's scheduled instant.
+    pub intake_p99_ms: f64,
+    /// Events delivered to the sink per second over the load.
+    pub delivered: f64,
+    /// Events stored but not delivered when the load ended.
+    pub pending: i64,
+    /// Completion latency, from each request's scheduled instant to its `processed_at`.
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub sustainable: bool,
+}
+
+/// Sustainable: every event accepted, a backlog under one second of traffic at the end, and
+/// completion latency p99 within [`LATENCY_LIMIT`].
+pub fn sustainable(rate: f64, not_accepted: usize, pending: i64, p99: Duration) -> bool {
+    not_accepted == 0 && (pending as f64) < rate && p99 <= LATENCY_LIMIT
+}
+
+/// The highest rate sustained so far.
+pub fn best(tried: &[(f64, bool)]) -> Option<f64> {
+    tried
+        .iter()
+        .filter(|(_, ok)| *ok)
+        .map(|(r, _)| *r)
+        .reduce(f64::max)
+}
+
+/// The next rate to try: `start` first; double while every rate held; halve while none did;
+/// then bisect between the highest rate that held and the lowest above it that did not. A
+/// failure below a success (noise) is ignored: the question is how high it can go.
+pub fn next_rate(start: f64, tried: &[(f64, bool)]) -> f64 {
+    let ok = best(tried);
+    let bad = tried
+        .iter()
+        .filter(|(r, held)| !held && ok.is_none_or(|o| *r > o))
+        .map(|(r, _)| *r)
+        .reduce(f64::min);
+    let next = match (ok, bad) {
+        (None, None) => start,
+        (Some(o), None) => o * 2.0,
+        (None, Some(b)) => b / 2.0,
+        (Some(o), Some(b)) => (o + b) / 2.0,
+    };
+    next.round().max(1.0)
+}
+
+/// Event `k` of a run was due at `start + k / rate` and processed at `processed[k]` (`None`:
+/// not yet at `read_at`, which is then its latency's lower bound: counted, not dropped).
+pub fn completion_latencies(
+    start: DateTime<Utc>,
+    rate: f64,
+    processed: &[Option<DateTime<Utc>>],
+    read_at: DateTime<Utc>,
+) -> Vec<Duration> {
+    processed
+        .iter()
+        .enumerate()
+        .map(|(k, done)| {
+            let due = start + chrono::Duration::microseconds((k as f64 / rate * 1e6) as i64);
+            (done.unwrap_or(read_at) - due)
+                .to_std()
+                .unwrap_or(Duration::ZERO)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_holds_with_a_small_backlog_and_a_fast_p99_only() {
+        let ms = Duration::from_millis;
+        assert!(sustainable(1000.0, 0, 999, ms(1000)));
+        assert!(
+            !sustainable(1000.0, 0, 1000, ms(10)),
+            "one second of backlog"
+        );
+        assert!(!sustainable(1000.0, 0, 0, ms(1001)), "p99 over a second");
+        assert!(!sustainable(1000.0, 1, 0, ms(10)), "an event refused");
+    }
+
+    #[test]
+    fn the_search_doubles_halves_then_bisects() {
+        assert_eq!(next_rate(1000.0, &[]), 1000.0);
+        assert_eq!(next_rate(1000.0, &[(1000.0, true)]), 2000.0);
+        assert_eq!(next_rate(1000.0, &[(1000.0, false)]), 500.0);
+        assert_eq!(next_rate(1000.0, &[(1000.0, false), (500.0, false)]), 250.0);
+        let bracketed = [(1000.0, true), (2000.0, false)];
+        assert_eq!(next_rate(1000.0, &bracketed), 1500.0);
+        let narrower = [(1000.0, true), (2000.0, false), (1500.0, true)];
+        assert_eq!(next_rate(1000.0, &narrower), 1750.0);
+        assert_eq!(best(&narrower), Some(1500.0));
+        assert_eq!(best(&[(10.0, false)]), None);
+    }
+
+    #[test]
+    fn a_failure_below_a_success_does_not_pull_the_search_down() {
+        let noisy = [(1000.0, true), (800.0, false)];
+        assert_eq!(next_rate(1000.0, &noisy), 2000.0);
+        assert_eq!(next_rate(1.0, &[(1.0, false)]), 1.0, "never below 1/s");
+    }
+
+    #[test]
+    fn latency_counts_from_the_schedule_and_unfinished_events_count_too() {
+        let t0 = DateTime::<Utc>::from_timestamp(1_000_000, 0).unwrap();
+        let at = |ms| Some(t0 + chrono::Duration::milliseconds(ms));
+        let read = t0 + chrono::Duration::seconds(5);
+        // 10 events/s: due at 0, 100, 200, 300 ms.
+        let l = completion_latencies(t0, 10.0, &[at(50), at(400), None, at(250)], read);
+        let ms: Vec<u128> = l.iter().map(Duration::as_millis).collect();
+        assert_eq!(ms, vec![50, 300, 4800, 0], "clock skew clamps to zero");
+    }
+}
