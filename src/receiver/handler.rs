@@ -95,7 +95,10 @@ async fn process(
     }
     let now = (rx.clock)();
     // Headers first: a request refused for its signature headers never costs a body read.
-    let prepared = match route.verifier.prepare(req.headers(), req.uri().query(), now) {
+    let prepared = match route
+        .verifier
+        .prepare(req.headers(), req.uri().query(), now)
+    {
         Ok(p) => p,
         Err(rejection) => return refused(rx, route, limiter, rejection).into(),
     };

@@ -43,7 +43,9 @@ pub fn handshake(body: &[u8]) -> Option<Handshake> {
 
 pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>, String> {
     let SigningKey::Ed25519(private) = key else {
-        return Err("discord needs the application's Ed25519 private key (--signing-key-file)".into());
+        return Err(
+            "discord needs the application's Ed25519 private key (--signing-key-file)".into(),
+        );
     };
     let ts = input.timestamp.to_string();
     let message = [ts.as_bytes(), input.body].concat();

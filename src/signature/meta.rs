@@ -45,12 +45,19 @@ pub fn subscribe(query: Option<&str>, verify_token: &[u8]) -> Subscription {
     let (Some(mode), Some(challenge)) = (mode, challenge) else {
         return Subscription::Malformed;
     };
-    if mode != "subscribe" || challenge.is_empty() || !challenge.bytes().all(|b| b.is_ascii_graphic()) {
+    if mode != "subscribe"
+        || challenge.is_empty()
+        || !challenge.bytes().all(|b| b.is_ascii_graphic())
+    {
         return Subscription::Malformed;
     }
     // Equal-length digests: neither the token nor its length leaks through timing.
     let given = Sha256::digest(token.as_deref().unwrap_or("").as_bytes());
-    if bool::from(given.as_slice().ct_eq(Sha256::digest(verify_token).as_slice())) {
+    if bool::from(
+        given
+            .as_slice()
+            .ct_eq(Sha256::digest(verify_token).as_slice()),
+    ) {
         Subscription::Challenge(challenge.into_owned())
     } else {
         Subscription::BadToken
@@ -60,7 +67,10 @@ pub fn subscribe(query: Option<&str>, verify_token: &[u8]) -> Subscription {
 pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>, String> {
     let secret = hmac_secret(key, "meta")?;
     let sig = hmac_sha256(secret, &[input.body]);
-    Ok(vec![(SIGNATURE.into(), format!("sha256={}", hex::encode(sig)))])
+    Ok(vec![(
+        SIGNATURE.into(),
+        format!("sha256={}", hex::encode(sig)),
+    )])
 }
 
 #[cfg(test)]

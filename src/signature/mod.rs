@@ -118,7 +118,11 @@ impl Scheme {
 
     /// Reads the scheme's headers (and for Twilio the query string, part of its signed URL).
     /// Runs before any key is touched and before the body is read.
-    pub fn envelope(&self, headers: &HeaderMap, query: Option<&str>) -> Result<Envelope, Rejection> {
+    pub fn envelope(
+        &self,
+        headers: &HeaderMap,
+        query: Option<&str>,
+    ) -> Result<Envelope, Rejection> {
         match self {
             Scheme::Stripe => stripe::envelope(headers),
             Scheme::Github => github::envelope(headers),
@@ -226,7 +230,9 @@ impl Scheme {
 fn hmac_secret<'k>(key: &'k SigningKey, scheme: &str) -> Result<&'k [u8], String> {
     match key {
         SigningKey::Hmac(secret) => Ok(secret),
-        _ => Err(format!("{scheme} signs with a shared secret, not a private key")),
+        _ => Err(format!(
+            "{scheme} signs with a shared secret, not a private key"
+        )),
     }
 }
 

@@ -42,7 +42,9 @@ pub fn handshake(headers: &HeaderMap, body: &[u8]) -> Option<Handshake> {
         return None;
     }
     let json: Value = serde_json::from_slice(body).ok()?;
-    Some(Handshake::Text(json.get("challenge")?.as_str()?.to_string()))
+    Some(Handshake::Text(
+        json.get("challenge")?.as_str()?.to_string(),
+    ))
 }
 
 pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>, String> {
@@ -50,7 +52,10 @@ pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>
     let ts = chrono::DateTime::from_timestamp(input.timestamp, 0)
         .ok_or("timestamp out of range")?
         .to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
-    let sig = hmac_sha256(secret, &[input.event_id.as_bytes(), ts.as_bytes(), input.body]);
+    let sig = hmac_sha256(
+        secret,
+        &[input.event_id.as_bytes(), ts.as_bytes(), input.body],
+    );
     let mut out = vec![
         (SIGNATURE.into(), format!("sha256={}", hex::encode(sig))),
         (MESSAGE_ID.into(), input.event_id.into()),

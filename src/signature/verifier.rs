@@ -212,9 +212,9 @@ fn matching_candidate(
             env.candidates.iter().find_map(|c| match c {
                 // (r, n - s) verifies as well as (r, s): the low-s form is the one remembered, so
                 // a flipped copy of a captured signature is still a replay of the same nonce.
-                Candidate::EcdsaP256(sig) if public.verify(msg, sig).is_ok() => Some(
-                    sig.normalize_s().to_bytes().to_vec(),
-                ),
+                Candidate::EcdsaP256(sig) if public.verify(msg, sig).is_ok() => {
+                    Some(sig.normalize_s().to_bytes().to_vec())
+                }
                 _ => None,
             })
         }

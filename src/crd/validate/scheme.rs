@@ -122,7 +122,10 @@ fn public_url(url: &str) -> Result<(), FieldError> {
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"));
     let Some(rest) = rest else {
-        return Err(FieldError::new(field, "must start with https:// or http://"));
+        return Err(FieldError::new(
+            field,
+            "must start with https:// or http://",
+        ));
     };
     if rest.is_empty() || rest.starts_with('/') {
         return Err(FieldError::new(field, "must name a host"));
@@ -144,10 +147,16 @@ fn public_url(url: &str) -> Result<(), FieldError> {
 
 fn secret_ref(field: &str, r: &crate::crd::SecretKeyRef) -> Result<(), FieldError> {
     if r.name.is_empty() || r.name.len() > 253 {
-        return Err(FieldError::new(format!("{field}.name"), "must be 1-253 characters"));
+        return Err(FieldError::new(
+            format!("{field}.name"),
+            "must be 1-253 characters",
+        ));
     }
     if r.key.is_empty() || r.key.len() > 253 {
-        return Err(FieldError::new(format!("{field}.key"), "must be 1-253 characters"));
+        return Err(FieldError::new(
+            format!("{field}.key"),
+            "must be 1-253 characters",
+        ));
     }
     Ok(())
 }

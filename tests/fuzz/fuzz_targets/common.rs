@@ -117,9 +117,15 @@ pub fn schemes() -> Vec<(Scheme, Vec<&'static str>)> {
                 "twitch-eventsub-message-type",
             ],
         ),
-        (Scheme::Zoom, vec!["x-zm-signature", "x-zm-request-timestamp"]),
+        (
+            Scheme::Zoom,
+            vec!["x-zm-signature", "x-zm-request-timestamp"],
+        ),
         (Scheme::Meta, vec!["x-hub-signature-256", "?"]),
-        (Scheme::Gitlab, vec!["x-gitlab-token", "x-gitlab-event-uuid"]),
+        (
+            Scheme::Gitlab,
+            vec!["x-gitlab-token", "x-gitlab-event-uuid"],
+        ),
         (Scheme::Paddle, vec!["paddle-signature"]),
         (
             Scheme::Square {
