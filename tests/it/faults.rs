@@ -42,7 +42,7 @@ impl Drop for Receiver {
 async fn start_receiver(dir: &Path, database_url: &str) -> Receiver {
     std::fs::write(dir.join("m.yaml"), MANIFESTS).unwrap();
     let (port, admin) = (free_port(), free_port());
-    let child = Command::new(BIN)
+    let mut child = Command::new(BIN)
         .args(["standalone", "-f"])
         .arg(dir.join("m.yaml"))
         .args([
@@ -57,7 +57,8 @@ async fn start_receiver(dir: &Path, database_url: &str) -> Receiver {
         .stderr(std::fs::File::create(dir.join("receiver.log")).unwrap())
         .spawn()
         .unwrap();
-    wait_ready(&format!("http://127.0.0.1:{admin}/readyz"), "receiver").await;
+    let ready = format!("http://127.0.0.1:{admin}/readyz");
+    wait_ready(&ready, "receiver", &mut child, &dir.join("receiver.log")).await;
     Receiver {
         child,
         url: format!("http://127.0.0.1:{port}"),

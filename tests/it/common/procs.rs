@@ -43,11 +43,21 @@ pub async fn drop_database(admin_url: &str, url: &str) {
     .await;
 }
 
-/// Waits until `GET url` answers 200 (bounded).
-pub async fn wait_ready(url: &str, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+/// Waits until `GET url` answers 200 (60 s at most); panics with `log` if `child` exits first, so
+/// a role that failed to start (a port taken meanwhile, say) says why instead of timing out.
+pub async fn wait_ready(
+    url: &str,
+    what: &str,
+    child: &mut std::process::Child,
+    log: &std::path::Path,
+) {
+    let deadline = Instant::now() + Duration::from_secs(60);
     while !reqwest::get(url).await.is_ok_and(|r| r.status() == 200) {
-        assert!(Instant::now() < deadline, "{what} did not become ready");
+        let exited = child.try_wait().unwrap();
+        if exited.is_some() || Instant::now() > deadline {
+            let log = std::fs::read_to_string(log).unwrap_or_default();
+            panic!("{what} did not become ready ({exited:?}):\n{log}");
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
