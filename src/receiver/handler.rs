@@ -42,7 +42,14 @@ pub(super) async fn handle(State(rx): State<Receiver>, req: Request) -> Response
     match answer {
         Answer::Reply(reply) => {
             rx.metrics.request(&route.integration, reply.outcome());
-            reply.into_response()
+            let subscribes = route.verify_token.is_some();
+            let mut res = reply.into_response();
+            if reply == Reply::MethodNotAllowed && subscribes {
+                // Meta's endpoint also answers its GET subscription check.
+                res.headers_mut()
+                    .insert(header::ALLOW, header::HeaderValue::from_static("GET, POST"));
+            }
+            res
         }
         Answer::Handshake(h) => {
             rx.metrics.request(&route.integration, "handshake");

@@ -130,6 +130,25 @@ fn secret_value<'s>(
     })
 }
 
+/// Meta's verify token, trimmed like keys are. An empty one is refused: it would accept
+/// `hub.verify_token=` from anyone.
+fn verify_token(
+    secrets: &Secrets,
+    namespace: &str,
+    r: &crate::crd::SecretKeyRef,
+) -> Result<super::VerifyToken, FieldError> {
+    const FIELD: &str = "spec.scheme.verifyTokenRef";
+    let raw = secret_value(secrets, namespace, FIELD, r)?;
+    let token = crate::signature::keys::trim_newline(raw);
+    if token.is_empty() {
+        return Err(FieldError::new(
+            format!("{FIELD}.key"),
+            format!("Secret {namespace}/{} key {:?} is empty", r.name, r.key),
+        ));
+    }
+    Ok(super::VerifyToken(token.to_vec()))
+}
+
 /// Validates `wi` and compiles it with key material from `secrets`. Errors name the field.
 pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRoute, FieldError> {
     let spec = &wi.spec;
@@ -179,9 +198,7 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
         None => defaulted(defaults::event_type(spec.scheme.type_)),
     };
     let verify_token = match &spec.scheme.verify_token_ref {
-        Some(r) => Some(super::VerifyToken(
-            secret_value(secrets, &namespace, "spec.scheme.verifyTokenRef", r)?.to_vec(),
-        )),
+        Some(r) => Some(verify_token(secrets, &namespace, r)?),
         None => None,
     };
     let integration = format!("{namespace}/{name}");

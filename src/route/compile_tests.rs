@@ -297,6 +297,30 @@ fn a_missing_verify_token_secret_names_the_verify_token_ref() {
 }
 
 #[test]
+fn a_verify_token_loses_its_trailing_newline_and_may_not_be_empty() {
+    let w = wi(
+        "m",
+        "scheme: {type: meta, verifyTokenRef: {name: hook-secret, key: verify}}",
+    );
+    // `kubectl create secret --from-file` keeps the newline `echo` wrote; Meta never sends it.
+    let key = b"whsec_c2VjcmV0LWtleS1mb3ItdGVzdHM=";
+    let s = secrets(&[
+        (NS, SECRET, "v1", key),
+        (NS, SECRET, "verify", b"tok-123\n"),
+    ]);
+    let r = compile(&w, &s).expect("compiles");
+    assert_eq!(
+        r.verify_token.as_ref().map(|t| t.0.as_slice()),
+        Some(&b"tok-123"[..])
+    );
+    // An empty token would let `hub.verify_token=` through: refuse it, naming the field.
+    let s = secrets(&[(NS, SECRET, "v1", key), (NS, SECRET, "verify", b"\n")]);
+    let e = compile(&w, &s).unwrap_err();
+    assert_eq!(e.field, "spec.scheme.verifyTokenRef.key");
+    assert!(e.message.contains("empty"), "{e}");
+}
+
+#[test]
 fn a_generic_scheme_without_event_id_header_reads_the_body_id() {
     for scheme in ["hmac-sha256", "ed25519"] {
         let r = compiled(

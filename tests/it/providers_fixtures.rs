@@ -142,6 +142,7 @@ pub(crate) fn sign_as(h: &Harness, r: &Req, scheme: &Scheme) -> (String, Headers
 pub(crate) struct Answer {
     pub status: u16,
     pub content_type: Option<String>,
+    pub allow: Option<String>,
     pub body: Vec<u8>,
 }
 
@@ -157,14 +158,17 @@ impl Answer {
 
 async fn answer(res: reqwest::Response) -> Answer {
     let status = res.status().as_u16();
-    let content_type = res
-        .headers()
-        .get("content-type")
-        .map(|v| v.to_str().unwrap().to_string());
+    let header = |name: &str| {
+        res.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_string())
+    };
+    let (content_type, allow) = (header("content-type"), header("allow"));
     let body = res.bytes().await.unwrap().to_vec();
     Answer {
         status,
         content_type,
+        allow,
         body,
     }
 }

@@ -263,6 +263,15 @@ async fn meta_subscription_answers_the_challenge_only_for_the_verify_token(inbox
     // The GET exists only where a verify token is configured.
     let r = get(&served, "/hooks/p/slack?hub.mode=subscribe&hub.challenge=1").await;
     assert_eq!(r.reply(), (405, error("method_not_allowed")));
+    assert_eq!(r.allow.as_deref(), Some("POST"));
+    // Meta's endpoint takes both, and its 405 says so.
+    let res = reqwest::Client::new()
+        .put(served.url("/hooks/p/meta"))
+        .send()
+        .await
+        .expect("the receiver answers");
+    assert_eq!(res.status(), 405);
+    assert_eq!(res.headers()["allow"], "GET, POST");
     assert_eq!(handshakes_counted(&h, "p/meta"), Some(1));
     assert_eq!(h.receiver.inbox().counts().await.unwrap(), (0, 0));
 }
