@@ -47,7 +47,11 @@ pub async fn send(
     let (status, text, key_id) =
         crate::cli::send::send_signed(&wi, &secrets, request, &target.display()).await?;
     writeln!(out, "{status} {text}")?;
-    eprintln!("(signed with key {key_id:?})");
+    if key_id.is_empty() {
+        eprintln!("(unsigned, as the provider sends it)");
+    } else {
+        eprintln!("(signed with key {key_id:?})");
+    }
     Ok(())
 }
 
