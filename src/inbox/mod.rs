@@ -13,6 +13,7 @@ macro_rules! backend {
     };
 }
 
+mod arrivals;
 mod batch;
 mod complete;
 mod dead_letters;
@@ -24,6 +25,7 @@ mod list;
 mod retention;
 mod stats;
 
+pub use arrivals::Arrivals;
 pub use complete::Completer;
 pub use dead_letters::*;
 pub use delivery::{Advance, Attempt, CLAIM_PG, Claimed, Completion};

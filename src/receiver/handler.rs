@@ -177,6 +177,9 @@ async fn process(
     let key_id = event.key_id().to_string();
     let result = rx.intake.insert(event).await;
     let reply = reply::stored(&result, ignored);
+    if let (Reply::Accepted, Some(arrivals)) = (reply, &rx.arrivals) {
+        arrivals.committed();
+    }
     if reply == Reply::Duplicate {
         Metrics::count(&rx.metrics.duplicates, &route.integration);
     }

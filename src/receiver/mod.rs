@@ -39,6 +39,8 @@ pub struct Receiver {
     inbox: Inbox,
     /// Inserts go through here: one transaction for many concurrent requests.
     intake: GroupCommit,
+    /// Wakes the workers of this process when an event is stored (standalone).
+    arrivals: Option<crate::inbox::Arrivals>,
     clock: Clock,
     metrics: Arc<Metrics>,
     body_timeout: Duration,
@@ -64,6 +66,7 @@ impl Receiver {
             loaded: Arc::new(true.into()),
             inbox,
             intake,
+            arrivals: None,
             clock: Arc::new(Utc::now),
             metrics,
             body_timeout: BODY_TIMEOUT,
@@ -92,6 +95,12 @@ impl Receiver {
         let table = self.routes.load().table.clone();
         self.routes
             .store(Arc::new(Routing::bind(table, &self.limits)));
+        self
+    }
+
+    /// Signals `arrivals` whenever a request stores a new event to deliver.
+    pub fn with_arrivals(mut self, arrivals: crate::inbox::Arrivals) -> Self {
+        self.arrivals = Some(arrivals);
         self
     }
 

@@ -63,13 +63,16 @@ pub async fn run(
     }
     let metrics = Arc::new(Metrics::new());
     let targets = worker::targets(&table);
+    // Workers in this process start delivering the moment the receiver commits.
+    let arrivals = crate::inbox::Arrivals::default();
     let receiver = Receiver::new(table, inbox.clone(), metrics.clone(), cfg.commit)
         .with_body_timeout(cfg.body_timeout)
-        .with_unverified_rps(cfg.unverified_rps);
+        .with_unverified_rps(cfg.unverified_rps)
+        .with_arrivals(arrivals.clone());
     let worker = cfg
         .worker
         .clone()
-        .map(|w| Worker::new(inbox, targets, w, metrics.clone()));
+        .map(|w| Worker::new(inbox, targets, w, metrics.clone()).with_arrivals(arrivals));
 
     let listener = match cfg.listen {
         Some(addr) => {

@@ -92,6 +92,8 @@ struct Inner {
     destinations: Arc<destination::Policy>,
     cfg: WorkerConfig,
     metrics: Arc<Metrics>,
+    /// Wakes an idle pool before its next poll (the receiver in the same process signals it).
+    arrivals: crate::inbox::Arrivals,
 }
 
 impl Worker {
@@ -129,8 +131,18 @@ impl Worker {
                 destinations: policy,
                 cfg,
                 metrics,
+                arrivals: Default::default(),
             }),
         }
+    }
+
+    /// Idle, the pool also wakes when `arrivals` is signalled, not only every poll interval.
+    /// Call before the worker is cloned or run.
+    pub fn with_arrivals(mut self, arrivals: crate::inbox::Arrivals) -> Self {
+        Arc::get_mut(&mut self.inner)
+            .expect("with_arrivals is called before the worker is shared")
+            .arrivals = arrivals;
+        self
     }
 
     /// Replaces the targets; deliveries already running keep the target they started with.

@@ -62,6 +62,7 @@ impl Worker {
                 tokio::select! {
                     _ = &mut shutdown => break,
                     _ = tokio::time::sleep(cfg.poll) => continue,
+                    _ = self.inner.arrivals.wait() => continue,
                 }
             }
             for event in batch {

@@ -1,0 +1,60 @@
+//! A signal from the receiver to the workers of the same process that new events were committed.
+//!
+//! Workers poll the inbox when idle. In `hookgate standalone` both roles share a process, so an
+//! idle worker can be woken the moment an insert commits instead of at its next poll: an event's
+//! completion latency then no longer includes up to a poll interval of waiting. Workers in other
+//! processes still find events by polling.
+
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// Cheap to clone; every clone signals the same workers.
+#[derive(Clone, Default)]
+pub struct Arrivals(Arc<Notify>);
+
+impl Arrivals {
+    /// New events were committed. A worker already waiting wakes; otherwise the next wait
+    /// returns at once, so a signal sent while the worker was busy is not lost.
+    pub fn committed(&self) {
+        self.0.notify_one();
+    }
+
+    /// Resolves at the next [`Arrivals::committed`] (or at once if one is pending).
+    pub async fn wait(&self) {
+        self.0.notified().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Arrivals;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_signal_sent_before_the_wait_is_kept_and_spent_once() {
+        let a = Arrivals::default();
+        a.committed();
+        a.committed();
+        // The first wait takes the stored signal; two signals do not make two wake-ups.
+        tokio::time::timeout(Duration::from_secs(5), a.wait())
+            .await
+            .expect("a pending signal wakes the waiter");
+        let second = tokio::time::timeout(Duration::from_millis(50), a.wait()).await;
+        assert!(second.is_err(), "the signal was spent");
+    }
+
+    #[tokio::test]
+    async fn a_waiting_worker_wakes_on_commit() {
+        let a = Arrivals::default();
+        let waiter = tokio::spawn({
+            let a = a.clone();
+            async move { a.wait().await }
+        });
+        tokio::task::yield_now().await;
+        a.committed();
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("woken")
+            .unwrap();
+    }
+}
