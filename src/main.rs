@@ -9,17 +9,28 @@ async fn main() {
     hookgate::tls::install_crypto_provider();
     let cli = Cli::parse();
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Log lines are written by a thread of their own through a buffer flushed whenever it has
+    // nothing more queued: under load one write(2) carries many lines instead of each request's
+    // line costing a system call on a runtime thread. Lines are never dropped (no `lossy`): a
+    // full queue slows the roles down rather than losing their audit trail.
+    let (writer, flushed) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("hookgate-log")
+        .finish(std::io::BufWriter::new(std::io::stderr()));
     // Colour only on a terminal: log files and collectors get plain text.
     let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
+        .with_writer(writer);
     match cli.log_format {
         LogFormat::Json => fmt.json().init(),
         LogFormat::Text => fmt.init(),
     }
+    let result = hookgate::cli::run(cli).await;
+    // Everything logged so far reaches stderr before the error line and the exit.
+    drop(flushed);
     // One line with the whole context chain; no backtrace noise for a user's config mistake.
-    if let Err(e) = hookgate::cli::run(cli).await {
+    if let Err(e) = result {
         // Library errors already include their cause in Display; print each cause once.
         let mut msg = e.to_string();
         for cause in e.chain().skip(1).map(ToString::to_string) {

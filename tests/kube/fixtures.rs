@@ -319,8 +319,9 @@ impl Role {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    pub async fn wait_ready(&self, what: &str) {
-        procs::wait_ready(&format!("http://127.0.0.1:{}/readyz", self.admin), what).await;
+    pub async fn wait_ready(&mut self, what: &str) {
+        let url = format!("http://127.0.0.1:{}/readyz", self.admin);
+        procs::wait_ready(&url, what, &mut self.proc.0, &self.log).await;
     }
 }
 

@@ -286,7 +286,7 @@ async fn rotation_on_real_time_with_real_traffic_hot_swaps_keys_and_delivers() {
     let r = Release::install(server, "rot").await;
     let dest = Destination::start().await;
     let _controller = Role::controller(server, &r, "rot-0");
-    let receiver = Role::receiver(server, &r);
+    let mut receiver = Role::receiver(server, &r);
     let _worker = Role::worker(server, &r);
     let t = r.tenant.as_str();
     server.apply(&format!(

@@ -23,7 +23,7 @@ async fn a_path_belongs_to_its_first_claimant_across_namespaces() {
     };
     let r = Release::install_cluster_wide(&server, "own").await;
     let _controller = Role::controller(&server, &r, "own-0");
-    let receiver = Role::receiver(&server, &r);
+    let mut receiver = Role::receiver(&server, &r);
     // The owner's namespace sorts after the newcomer's: the old name-order rule picked the newcomer.
     let owner_ns = server.namespace("zz-payments");
     let newcomer_ns = server.namespace("aa-attacker");

@@ -44,7 +44,7 @@ async fn every_plugin_verb_works_against_the_api_server() {
     };
     let r = Release::install(server, "plug").await;
     let _controller = Role::controller(server, &r, "plug-0");
-    let receiver = Role::receiver(server, &r);
+    let mut receiver = Role::receiver(server, &r);
     let t = r.tenant.as_str();
     server.apply(&format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{name: provider-keys, namespace: {t}}}\nstringData: {{v1: whsec_plugin_one}}\n---\napiVersion: hookgate.dev/v1alpha1\nkind: WebhookIntegration\nmetadata: {{name: provider, namespace: {t}}}\nspec:\n  scheme: {{type: stripe}}\n  rotation: {{overlap: 1h}}\n  keys: [{{id: v1, secretRef: {{name: provider-keys, key: v1}}}}]\n  delivery: {{url: \"http://127.0.0.1:9/hooks\", retry: {{schedule: [1s]}}}}\n---\napiVersion: hookgate.dev/v1alpha1\nkind: WebhookIntegration\nmetadata: {{name: gen, namespace: {t}}}\nspec:\n  scheme: {{type: standard-webhooks}}\n  rotation: {{generate: true, overlap: 1h}}\n  delivery: {{url: \"http://127.0.0.1:9/hooks\"}}\n"
