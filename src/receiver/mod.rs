@@ -3,6 +3,7 @@
 
 mod handler;
 pub mod limits;
+pub mod refusal_log;
 mod reply;
 
 use crate::inbox::{GroupCommit, GroupCommitConfig, Inbox};
@@ -42,6 +43,8 @@ pub struct Receiver {
     clock: Clock,
     metrics: Arc<Metrics>,
     body_timeout: Duration,
+    /// One line budget for the whole process, whatever the route.
+    refusal_log: Arc<refusal_log::RefusalLog>,
 }
 
 impl Receiver {
@@ -58,6 +61,10 @@ impl Receiver {
             Some(metrics.intake_batch_size.clone()),
         );
         let limits = Arc::new(Limiters::new(limits::UNVERIFIED_RPS));
+        let refusal_log = Arc::new(refusal_log::RefusalLog::new(
+            refusal_log::REFUSAL_LOG_RPS,
+            metrics.refusal_logs_dropped.clone(),
+        ));
         Self {
             routes: Arc::new(ArcSwap::from_pointee(Routing::new(routes, &limits))),
             limits,
@@ -67,6 +74,7 @@ impl Receiver {
             clock: Arc::new(Utc::now),
             metrics,
             body_timeout: BODY_TIMEOUT,
+            refusal_log,
         }
     }
 
@@ -92,6 +100,15 @@ impl Receiver {
         let table = self.routes.load().table.clone();
         self.routes
             .store(Arc::new(Routing::bind(table, &self.limits)));
+        self
+    }
+
+    /// Refusal lines per second the process writes (0: all); the budget starts afresh.
+    pub fn with_refusal_log_rps(mut self, per_second: u32) -> Self {
+        self.refusal_log = Arc::new(refusal_log::RefusalLog::new(
+            per_second,
+            self.metrics.refusal_logs_dropped.clone(),
+        ));
         self
     }
 

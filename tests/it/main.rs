@@ -36,6 +36,7 @@ mod readiness;
 mod receiver_contract;
 mod receiver_postgres;
 mod receiver_sqlite;
+mod refusal_log;
 mod retention;
 mod send_providers;
 mod signature_cap;
