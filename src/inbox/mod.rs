@@ -13,6 +13,7 @@ macro_rules! backend {
     };
 }
 
+mod audit;
 mod batch;
 mod complete;
 mod dead_letters;
@@ -24,6 +25,9 @@ mod list;
 mod retention;
 mod stats;
 
+pub use audit::{
+    Actor, ActorSource, Apply, AuditAction, AuditRecord, AuditedEvent, MAX_AUDITED_EVENTS,
+};
 pub use complete::Completer;
 pub use dead_letters::*;
 pub use delivery::{Advance, Attempt, CLAIM_PG, Claimed, Completion};

@@ -17,6 +17,7 @@ mod delivery_fencing;
 mod delivery_forward_headers;
 mod destinations;
 mod dlq;
+mod dlq_audit;
 mod extreme_values;
 mod faults;
 mod faults_delivery;
