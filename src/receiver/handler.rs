@@ -177,6 +177,12 @@ async fn process(
         return Reply::Malformed.into();
     }
     let ignored = !route.allows(event_type.as_deref());
+    // Authentic, so stored and answered 200 either way; only a supported version is delivered.
+    let unsupported = route
+        .versions
+        .as_ref()
+        .filter(|_| !ignored)
+        .and_then(|v| v.refuse(json.as_ref()));
 
     let content_type = parts
         .headers
@@ -199,6 +205,10 @@ async fn process(
         // An id read from the signed body (or the signature) needs no separate nonce.
         route.event_id.signed(),
     );
+    let event = match unsupported.clone() {
+        Some(reason) => event.dead_lettered(reason),
+        None => event,
+    };
     let key_id = event.key_id().to_string();
     let result = rx.intake.insert(event).await;
     let reply = reply::stored(&result, ignored);
@@ -206,6 +216,10 @@ async fn process(
         Metrics::count(&rx.metrics.duplicates, &route.integration);
     }
     match result {
+        Ok(InsertOutcome::Inserted { .. }) if unsupported.is_some() => {
+            // Counted with the workers' dead letters: the same alert and panels see it.
+            rx.metrics.delivery(&route.integration, "dead_letter");
+        }
         Ok(InsertOutcome::Conflict) => {
             Metrics::count(&rx.metrics.dedupe_conflicts, &route.integration);
             tracing::warn!(
@@ -227,6 +241,7 @@ async fn process(
             event_type = event_type.as_deref().unwrap_or("-"),
             key_id = %key_id,
             outcome = reply.outcome(),
+            dead_letter = unsupported.as_deref().unwrap_or("-"),
             "event received"
         );
     }
@@ -276,7 +291,7 @@ async fn read_body(
 }
 
 fn needs_json(route: &CompiledRoute) -> bool {
-    route.event_id.reads_json() || route.event_type.reads_json()
+    route.event_id.reads_json() || route.event_type.reads_json() || route.versions.is_some()
 }
 
 /// What a value is read from, after verification.

@@ -18,6 +18,7 @@ mod delivery_forward_headers;
 mod destinations;
 mod dlq;
 mod dlq_audit;
+mod event_versions;
 mod extreme_values;
 mod faults;
 mod faults_delivery;
