@@ -81,6 +81,8 @@ pub struct Metrics {
     pub reconcile_errors: Family<ErrorLabels, Counter>,
     pub verified_requests: Family<KeyLabels, Counter>,
     pub key_phase: Family<KeyPhaseLabels, Gauge>,
+    /// Refusal log lines the receiver's per-process budget dropped (one flood, one number).
+    pub refusal_logs_dropped: Counter,
     /// The key phase series set per integration: prometheus-client cannot list a family's label
     /// sets, and a key that left the spec must lose its series.
     key_phase_index: Mutex<HashMap<String, HashSet<KeyPhaseLabels>>>,
@@ -112,6 +114,7 @@ impl Metrics {
             reconcile_errors: Family::default(),
             verified_requests: Family::default(),
             key_phase: Family::default(),
+            refusal_logs_dropped: Counter::default(),
             key_phase_index: Mutex::default(),
             registry: Registry::with_prefix("hookgate"),
         };
@@ -191,6 +194,11 @@ impl Metrics {
             "key_phase",
             "1 for each signing key's current phase (Active, Retiring, Retired) as the controller last wrote it to status (controller, leader only)",
             m.key_phase.clone(),
+        );
+        r.register(
+            "refusal_logs_dropped",
+            "Refused requests whose log line the receiver dropped to stay within its per-process line budget (--refusal-log-rps)",
+            m.refusal_logs_dropped.clone(),
         );
         Metrics { registry, ..m }
     }

@@ -32,6 +32,7 @@ pub const MAX_RETRY_STEPS: usize = 32;
 pub const MAX_KEYS: usize = 32;
 pub const MAX_FORWARD_HEADERS: usize = 32;
 pub const MAX_EVENT_PATTERNS: usize = 64;
+pub const MAX_EVENT_VERSIONS: usize = 64;
 pub const MAX_REQUESTS_PER_SECOND: u32 = 100_000;
 pub const MAX_BURST: u32 = 100_000;
 

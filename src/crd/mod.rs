@@ -244,11 +244,26 @@ pub struct SecretKeyRef {
 
 #[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.versionPointer) == (has(self.supported) && size(self.supported) > 0)",
+    "message": "versionPointer and a non-empty supported list go together"
+}]))]
 pub struct EventFilter {
     /// Glob patterns (`*` matches any run of characters, `?` one).
     #[serde(default)]
     #[schemars(length(max = limits::MAX_EVENT_PATTERNS))]
     pub allow: Vec<String>,
+    /// RFC 6901 pointer to the event's version in the JSON body, e.g. Stripe's `/api_version`.
+    /// An event whose version is not in `supported` (or that has none) is stored, answered 200,
+    /// and dead-lettered with `unsupported_event_version`: never delivered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^/.*$"), length(max = 512))]
+    pub version_pointer: Option<String>,
+    /// The versions delivered, compared as text (a number in its JSON form, `2` or `2.1`).
+    /// Required, and only allowed, with `versionPointer`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::MAX_EVENT_VERSIONS), inner(length(min = 1, max = 512)))]
+    pub supported: Vec<String>,
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, JsonSchema, PartialEq, Eq)]

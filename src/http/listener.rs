@@ -73,7 +73,7 @@ pub async fn serve(
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = TowerToHyperService::new(shed_over(app, limits.max_in_flight));
+    let app = shed_over(app, limits.max_in_flight);
     let refuse = TowerToHyperService::new(Router::new().fallback(|| async { Reply::Overloaded }));
     let mut http = http1::Builder::new();
     // Without a timer hyper silently skips the header timeout.
@@ -88,7 +88,7 @@ pub async fn serve(
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors or a connection reset before accept: keep serving.
                     tracing::warn!(error = %e, "accepting a connection failed");
@@ -98,10 +98,11 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let (stream, peer) = stream;
         let _ = stream.set_nodelay(true);
         let io = TokioIo::new(stream);
         if let Ok(permit) = connections.clone().try_acquire_owned() {
-            let conn = graceful.watch(http.serve_connection(io, app.clone()));
+            let conn = graceful.watch(http.serve_connection(io, with_peer(app.clone(), peer)));
             tokio::spawn(async move {
                 let _ = conn.await;
                 drop(permit);
@@ -117,6 +118,26 @@ pub async fn serve(
     drop(listener);
     graceful.shutdown().await;
     Ok(())
+}
+
+/// `app` with the connection's peer address on every request, as axum's `ConnectInfo`.
+fn with_peer(
+    app: Router,
+    peer: std::net::SocketAddr,
+) -> TowerToHyperService<
+    impl tower::Service<
+        hyper::Request<hyper::body::Incoming>,
+        Response = axum::response::Response,
+        Error = std::convert::Infallible,
+        Future: Send,
+    > + Clone,
+> {
+    use tower::ServiceExt;
+    TowerToHyperService::new(app.map_request(move |mut req: hyper::Request<_>| {
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
+        req
+    }))
 }
 
 /// Caps the requests `app` handles at once; one over the cap is answered 503 at once.

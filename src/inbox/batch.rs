@@ -110,6 +110,10 @@ fn next_attempt(ev: &NewEvent) -> Option<DateTime<Utc>> {
     (ev.status == Status::Pending).then_some(ev.received_at)
 }
 
+fn dead_lettered_at(ev: &NewEvent) -> Option<DateTime<Utc>> {
+    (ev.status == Status::DeadLetter).then_some(ev.received_at)
+}
+
 const COUNT_CONFLICT: &str = "UPDATE inbox_events SET dedupe_conflicts = dedupe_conflicts + 1 \
      WHERE integration = $1 AND event_id = $2";
 
@@ -119,10 +123,11 @@ const PG_NONCES: &str = "INSERT INTO signature_nonces (integration, digest, expi
      WHERE signature_nonces.expires_at <= $4 RETURNING integration, digest";
 
 const PG_EVENTS: &str = "INSERT INTO inbox_events (integration, event_id, event_type, scheme, \
-     key_id, signed_at, headers, content_type, body, body_sha256, status, next_attempt_at, received_at) \
+     key_id, signed_at, headers, content_type, body, body_sha256, status, next_attempt_at, received_at, \
+     last_error, dead_lettered_at) \
      SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
      $6::timestamptz[], $7::jsonb[], $8::text[], $9::bytea[], $10::bytea[], $11::text[], \
-     $12::timestamptz[], $13::timestamptz[]) \
+     $12::timestamptz[], $13::timestamptz[], $14::text[], $15::timestamptz[]) \
      ON CONFLICT (integration, event_id) DO NOTHING RETURNING id, integration, event_id";
 
 const PG_HASHES: &str = "SELECT integration, event_id, body_sha256 FROM inbox_events \
@@ -185,6 +190,8 @@ impl BatchTx for On<'_, PgConnection> {
             .bind(col(|e| Some(e.status.as_str())))
             .bind(evs.iter().map(|e| next_attempt(e)).collect::<Vec<_>>())
             .bind(evs.iter().map(|e| e.received_at).collect::<Vec<_>>())
+            .bind(col(|e| e.last_error.as_deref()))
+            .bind(evs.iter().map(|e| dead_lettered_at(e)).collect::<Vec<_>>())
             .fetch_all(&mut *self.0)
             .await?;
         rows.iter()
@@ -246,7 +253,8 @@ impl BatchTx for On<'_, SqliteConnection> {
     async fn insert_events(&mut self, evs: &[&NewEvent]) -> Result<HashMap<Key, i64>> {
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT INTO inbox_events (integration, event_id, event_type, scheme, key_id, \
-             signed_at, headers, content_type, body, body_sha256, status, next_attempt_at, received_at) ",
+             signed_at, headers, content_type, body, body_sha256, status, next_attempt_at, received_at, \
+             last_error, dead_lettered_at) ",
         );
         q.push_values(evs, |mut b, e| {
             b.push_bind(e.integration.as_str())
@@ -261,7 +269,9 @@ impl BatchTx for On<'_, SqliteConnection> {
                 .push_bind(&e.body_sha256[..])
                 .push_bind(e.status.as_str())
                 .push_bind(next_attempt(e))
-                .push_bind(e.received_at);
+                .push_bind(e.received_at)
+                .push_bind(e.last_error.as_deref())
+                .push_bind(dead_lettered_at(e));
         });
         q.push(
             " ON CONFLICT (integration, event_id) DO NOTHING RETURNING id, integration, event_id",

@@ -4,7 +4,8 @@
 //! Only rows whose status is `dead_letter` are ever replayed or purged; every statement carries
 //! that condition itself, so a row that changed status in between is simply not affected.
 
-use super::Inbox;
+use super::audit::record_audit;
+use super::{Apply, AuditAction, AuditedEvent, Inbox};
 use super::{Error, Result};
 use chrono::{DateTime, Utc};
 use serde::{Serialize, Serializer};
@@ -126,6 +127,22 @@ const REPLAY_SET: &str = "UPDATE inbox_events SET status = 'pending', attempts =
      WHERE status = 'dead_letter'";
 
 const PURGE_EVENTS: &str = "DELETE FROM inbox_events WHERE status = 'dead_letter'";
+
+/// What a replay or purge returns of each row it changed, for the result and the audit row.
+const AFFECTED: &str = "id, integration, event_id";
+
+fn affected<R: Row>(row: &R) -> Result<AuditedEvent>
+where
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    usize: sqlx::ColumnIndex<R>,
+{
+    Ok(AuditedEvent {
+        id: row.try_get(0)?,
+        integration: row.try_get(1)?,
+        event_id: row.try_get(2)?,
+    })
+}
 
 const SELECT_DEAD: &str = "SELECT id FROM inbox_events WHERE status = 'dead_letter'";
 
@@ -292,53 +309,61 @@ impl Inbox {
 
     /// Puts the selected dead letters back in the queue with a fresh retry schedule: status
     /// `pending`, no attempts, due at `now`, no lease. `last_error` and the delivery history are
-    /// kept. Returns the ids replayed, ascending; with `dry_run`, the ids that would be, and
-    /// nothing changes. Rows that are not dead letters are never touched nor returned.
+    /// kept. Returns the ids replayed, ascending; with [`Apply::DryRun`], the ids that would be,
+    /// and nothing changes. Rows that are not dead letters are never touched nor returned. A real
+    /// replay is recorded in `dlq_audit`, in the same transaction, as made by the actor.
     pub async fn replay_dead_letters(
         &self,
         sel: &ReplaySelector,
         now: DateTime<Utc>,
-        dry_run: bool,
+        apply: Apply<'_>,
     ) -> Result<Vec<i64>> {
-        if dry_run {
+        let Apply::By(actor) = apply else {
             return self.select_dead_letters(sel).await;
-        }
-        let mut ids: Vec<i64> = Vec::new();
+        };
+        let mut done: Vec<AuditedEvent> = Vec::new();
         backend!(self, pool => {
             let mut tx = pool.begin().await?;
             for (cond, params) in selection(sel, 2) {
-                let sql = format!("{REPLAY_SET}{cond} RETURNING id");
+                let sql = format!("{REPLAY_SET}{cond} RETURNING {AFFECTED}");
                 let q = bind_params!(sqlx::query(AssertSqlSafe(sql)).bind(now), &params);
                 for row in q.fetch_all(&mut *tx).await? {
-                    ids.push(row.try_get(0)?);
+                    done.push(affected(&row)?);
                 }
             }
+            done.sort_unstable_by_key(|e| e.id);
+            // Recorded at the wall clock: `now` is when the events become due, which a caller
+            // may choose.
+            record_audit!(&mut *tx, actor, AuditAction::Replay, sel, &done, Utc::now());
             tx.commit().await?;
         });
-        ids.sort_unstable();
-        Ok(ids)
+        Ok(done.iter().map(|e| e.id).collect())
     }
 
     /// Deletes the selected dead letters with their delivery attempts. Returns the ids deleted,
-    /// ascending; with `dry_run`, the ids that would be, and nothing changes.
+    /// ascending; with [`Apply::DryRun`], the ids that would be, and nothing changes. A real
+    /// purge is recorded in `dlq_audit`, in the same transaction.
     pub async fn purge_dead_letters(
         &self,
         sel: &ReplaySelector,
-        dry_run: bool,
+        apply: Apply<'_>,
     ) -> Result<Vec<i64>> {
-        if dry_run {
+        let Apply::By(actor) = apply else {
             return self.select_dead_letters(sel).await;
-        }
-        let mut ids: Vec<i64> = Vec::new();
+        };
+        let now = Utc::now();
+        let mut done: Vec<AuditedEvent> = Vec::new();
         backend!(self, pool => {
             let mut tx = pool.begin().await?;
             for (cond, params) in selection(sel, 1) {
-                let sql = format!("{PURGE_EVENTS}{cond} RETURNING id");
+                let sql = format!("{PURGE_EVENTS}{cond} RETURNING {AFFECTED}");
                 let q = bind_params!(sqlx::query(AssertSqlSafe(sql)), &params);
                 for row in q.fetch_all(&mut *tx).await? {
-                    ids.push(row.try_get(0)?);
+                    done.push(affected(&row)?);
                 }
             }
+            done.sort_unstable_by_key(|e| e.id);
+            let ids: Vec<i64> = done.iter().map(|e| e.id).collect();
             // The foreign key cascades; this also holds on a SQLite connection opened without
             // `foreign_keys`, where the cascade would silently not happen. The events are deleted
             // first so that only the history of rows that really went is removed.
@@ -346,10 +371,10 @@ impl Inbox {
                 let sql = format!("DELETE FROM delivery_attempts WHERE event_row IN ({list})");
                 bind_params!(sqlx::query(AssertSqlSafe(sql)), &params).execute(&mut *tx).await?;
             }
+            record_audit!(&mut *tx, actor, AuditAction::Purge, sel, &done, now);
             tx.commit().await?;
         });
-        ids.sort_unstable();
-        Ok(ids)
+        Ok(done.iter().map(|e| e.id).collect())
     }
 
     /// The ids of the selected dead letters, ascending.

@@ -67,6 +67,8 @@ pub struct NewEvent {
     pub(super) body: bytes::Bytes,
     pub(super) body_sha256: [u8; 32],
     pub(super) status: Status,
+    /// Set with status `dead_letter` when the receiver dead-letters the event itself.
+    pub(super) last_error: Option<String>,
     pub(super) received_at: DateTime<Utc>,
     pub(super) nonce_expires_at: DateTime<Utc>,
     /// Whether the signature digest must be remembered: only when the event id is not covered by
@@ -114,6 +116,7 @@ impl NewEvent {
             } else {
                 Status::Pending
             },
+            last_error: None,
             received_at,
             nonce_expires_at: crate::time::after(received_at, nonce_retention),
             digest,
@@ -123,6 +126,16 @@ impl NewEvent {
 }
 
 impl NewEvent {
+    /// Stored straight as a dead letter with `reason` (an unsupported event version): never
+    /// claimed by a worker until someone replays it. An ignored event stays ignored.
+    pub fn dead_lettered(mut self, reason: String) -> Self {
+        if self.status == Status::Pending {
+            self.status = Status::DeadLetter;
+            self.last_error = Some(reason);
+        }
+        self
+    }
+
     pub fn event_id(&self) -> &str {
         &self.event_id
     }

@@ -14,6 +14,7 @@ macro_rules! backend {
 }
 
 mod arrivals;
+mod audit;
 mod batch;
 mod complete;
 mod dead_letters;
@@ -26,6 +27,9 @@ mod retention;
 mod stats;
 
 pub use arrivals::Arrivals;
+pub use audit::{
+    Actor, ActorSource, Apply, AuditAction, AuditRecord, AuditedEvent, MAX_AUDITED_EVENTS,
+};
 pub use complete::Completer;
 pub use dead_letters::*;
 pub use delivery::{Advance, Attempt, CLAIM_PG, Claimed, Completion};

@@ -6,6 +6,7 @@
 
 mod add_key;
 mod cluster;
+mod identity;
 mod keys;
 mod rotate;
 mod send;
@@ -93,8 +94,9 @@ pub enum PluginCommand {
         #[arg(long)]
         key: Option<String>,
     },
-    /// `hookgate dlq` (list, show, replay, purge) on the inbox database; a bare `--integration
-    /// name` means the integration in the plugin's namespace.
+    /// `hookgate dlq` (list, show, replay, purge, audit) on the inbox database; a bare
+    /// `--integration name` means the integration in the plugin's namespace. Replays and purges
+    /// are recorded as made by your Kubernetes user.
     Dlq {
         #[command(subcommand)]
         command: crate::cli::dlq::DlqCommand,
@@ -150,7 +152,9 @@ pub async fn run(
             request,
         } => send::send(&client, &target(&integration)?, &request, out).await,
         PluginCommand::Dlq { command } => {
-            crate::cli::dlq::run(send::qualify(command, ns.unwrap_or(default_namespace))).await
+            let actor = identity::dlq_actor(Some(&client), &command).await;
+            let command = send::qualify(command, ns.unwrap_or(default_namespace));
+            crate::cli::dlq::run_as(command, &actor).await
         }
     }
 }
@@ -173,7 +177,8 @@ pub async fn main() {
             .as_ref()
             .map_or("default".into(), |c| c.default_namespace().to_string());
         let namespace = args.namespace.unwrap_or(context_ns);
-        if let Err(e) = crate::cli::dlq::run(send::qualify(command, &namespace)).await {
+        let actor = identity::dlq_actor(client.as_ref().ok(), &command).await;
+        if let Err(e) = crate::cli::dlq::run_as(send::qualify(command, &namespace), &actor).await {
             fail(e);
         }
         return;

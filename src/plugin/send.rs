@@ -66,7 +66,7 @@ pub fn qualify(mut command: DlqCommand, namespace: &str) -> DlqCommand {
         DlqCommand::List { integration, .. }
         | DlqCommand::Replay { integration, .. }
         | DlqCommand::Purge { integration, .. } => fix(integration),
-        DlqCommand::Show { .. } => {}
+        DlqCommand::Show { .. } | DlqCommand::Audit { .. } => {}
     }
     command
 }
@@ -87,7 +87,7 @@ mod tests {
             DlqCommand::List { integration, .. }
             | DlqCommand::Replay { integration, .. }
             | DlqCommand::Purge { integration, .. } => integration.as_deref(),
-            DlqCommand::Show { .. } => None,
+            DlqCommand::Show { .. } | DlqCommand::Audit { .. } => None,
         }
     }
 

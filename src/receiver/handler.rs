@@ -4,6 +4,7 @@
 
 use super::Receiver;
 use super::limits::RouteLimiter;
+use super::refusal_log::{self, Refusal};
 use super::reply;
 use crate::http::reply::Reply;
 use crate::inbox::{InsertOutcome, NewEvent};
@@ -15,36 +16,46 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
+use std::sync::Arc;
 
-/// What a request gets: the ordinary reply, or the answer to a provider's endpoint check.
+/// What a request gets: the ordinary reply (with the scheme's finer reason when verification
+/// failed), or the answer to a provider's endpoint check.
 enum Answer {
-    Reply(Reply),
+    Reply(Reply, Option<&'static str>),
     Handshake(Handshake),
 }
 
 impl From<Reply> for Answer {
     fn from(r: Reply) -> Self {
-        Answer::Reply(r)
+        Answer::Reply(r, None)
     }
 }
 
 pub(super) async fn handle(State(rx): State<Receiver>, req: Request) -> Response {
-    let routing = rx.routes.load_full();
-    let path = req.uri().path();
-    let (Some(route), Some(limiter)) = (routing.table.get(path), routing.limiters.get(path)) else {
-        return Reply::UnknownRoute.into_response();
-    };
-    let answer = if req.method() == Method::GET && route.verify_token.is_some() {
-        subscribe(route, limiter, req.uri().query())
-    } else {
-        process(&rx, route, limiter, req).await
-    };
-    match answer {
-        Answer::Reply(reply) => {
-            rx.metrics.request(&route.integration, reply.outcome());
-            let subscribes = route.verify_token.is_some();
+    let started = std::time::Instant::now();
+    let request_id = refusal_log::request_id(req.headers());
+    let source = refusal_log::source(&req);
+    let (route, answer) = answer(&rx, req).await;
+    let integration = route.as_ref().map(|r| r.integration.as_str());
+    let mut response = match answer {
+        Answer::Reply(reply, detail) => {
+            if let Some(integration) = integration {
+                rx.metrics.request(integration, reply.outcome());
+            }
+            if !reply.status().is_success() {
+                rx.refusal_log.record(&Refusal {
+                    request_id: &request_id,
+                    integration,
+                    reason: reply.outcome(),
+                    detail,
+                    source,
+                    elapsed: started.elapsed(),
+                });
+            }
             let mut res = reply.into_response();
-            if reply == Reply::MethodNotAllowed && subscribes {
+            if reply == Reply::MethodNotAllowed
+                && route.as_ref().is_some_and(|r| r.verify_token.is_some())
+            {
                 // Meta's endpoint also answers its GET subscription check.
                 res.headers_mut()
                     .insert(header::ALLOW, header::HeaderValue::from_static("GET, POST"));
@@ -52,12 +63,34 @@ pub(super) async fn handle(State(rx): State<Receiver>, req: Request) -> Response
             res
         }
         Answer::Handshake(h) => {
-            rx.metrics.request(&route.integration, "handshake");
-            Metrics::count(&rx.metrics.handshakes, &route.integration);
-            tracing::info!(integration = %route.integration, answer = h.kind(), "endpoint handshake answered");
+            let integration = integration.unwrap_or_default();
+            rx.metrics.request(integration, "handshake");
+            Metrics::count(&rx.metrics.handshakes, integration);
+            tracing::info!(integration = %integration, answer = h.kind(), "endpoint handshake answered");
             handshake_response(h)
         }
+    };
+    if let Some(v) = refusal_log::header_value(&request_id) {
+        response
+            .headers_mut()
+            .insert(refusal_log::REQUEST_ID_HEADER, v);
     }
+    response
+}
+
+/// The route (none for an unknown path) and what the request gets.
+async fn answer(rx: &Receiver, req: Request) -> (Option<Arc<CompiledRoute>>, Answer) {
+    let routing = rx.routes.load_full();
+    let path = req.uri().path();
+    let (Some(route), Some(limiter)) = (routing.table.get(path), routing.limiters.get(path)) else {
+        return (None, Reply::UnknownRoute.into());
+    };
+    let answer = if req.method() == Method::GET && route.verify_token.is_some() {
+        subscribe(route, limiter, req.uri().query())
+    } else {
+        process(rx, route, limiter, req).await
+    };
+    (Some(route.clone()), answer)
 }
 
 fn handshake_response(h: Handshake) -> Response {
@@ -107,7 +140,7 @@ async fn process(
         .prepare(req.headers(), req.uri().query(), now)
     {
         Ok(p) => p,
-        Err(rejection) => return refused(rx, route, limiter, rejection).into(),
+        Err(rejection) => return refused(rx, route, limiter, rejection),
     };
     let (parts, body) = req.into_parts();
     let body = match read_body(body, route.max_body_bytes, rx.body_timeout).await {
@@ -116,7 +149,7 @@ async fn process(
     };
     let verified = match route.verifier.check(prepared, &body) {
         Ok(v) => v,
-        Err(rejection) => return refused(rx, route, limiter, rejection).into(),
+        Err(rejection) => return refused(rx, route, limiter, rejection),
     };
     // Counted before the rate limit and the window: any verified request shows its sender still
     // signs with this key, which is what the retiring-key alert asks.
@@ -152,6 +185,12 @@ async fn process(
         return Reply::Malformed.into();
     }
     let ignored = !route.allows(event_type.as_deref());
+    // Authentic, so stored and answered 200 either way; only a supported version is delivered.
+    let unsupported = route
+        .versions
+        .as_ref()
+        .filter(|_| !ignored)
+        .and_then(|v| v.refuse(json.as_ref()));
 
     let content_type = parts
         .headers
@@ -174,6 +213,10 @@ async fn process(
         // An id read from the signed body (or the signature) needs no separate nonce.
         route.event_id.signed(),
     );
+    let event = match unsupported.clone() {
+        Some(reason) => event.dead_lettered(reason),
+        None => event,
+    };
     let key_id = event.key_id().to_string();
     let result = rx.intake.insert(event).await;
     let reply = reply::stored(&result, ignored);
@@ -184,6 +227,10 @@ async fn process(
         Metrics::count(&rx.metrics.duplicates, &route.integration);
     }
     match result {
+        Ok(InsertOutcome::Inserted { .. }) if unsupported.is_some() => {
+            // Counted with the workers' dead letters: the same alert and panels see it.
+            rx.metrics.delivery(&route.integration, "dead_letter");
+        }
         Ok(InsertOutcome::Conflict) => {
             Metrics::count(&rx.metrics.dedupe_conflicts, &route.integration);
             tracing::warn!(
@@ -205,6 +252,7 @@ async fn process(
             event_type = event_type.as_deref().unwrap_or("-"),
             key_id = %key_id,
             outcome = reply.outcome(),
+            dead_letter = unsupported.as_deref().unwrap_or("-"),
             "event received"
         );
     }
@@ -220,19 +268,17 @@ fn over(limiter: Option<&governor::DefaultDirectRateLimiter>) -> Option<Reply> {
 }
 
 /// A request that failed verification spends the route's unverified budget, then gets 429.
+/// Either way the refusal line carries the scheme's reason.
 fn refused(
     rx: &Receiver,
     route: &CompiledRoute,
     limiter: &RouteLimiter,
     rejection: Rejection,
-) -> Reply {
+) -> Answer {
     rx.metrics
         .signature_failure(&route.integration, rejection.reason());
-    if let Some(reply) = over(limiter.unverified.as_ref()) {
-        return reply;
-    }
-    tracing::debug!(integration = %route.integration, reason = rejection.reason(), "request refused");
-    reply::refused(&rejection)
+    let reply = over(limiter.unverified.as_ref()).unwrap_or_else(|| reply::refused(&rejection));
+    Answer::Reply(reply, Some(rejection.reason()))
 }
 
 async fn read_body(
@@ -256,7 +302,7 @@ async fn read_body(
 }
 
 fn needs_json(route: &CompiledRoute) -> bool {
-    route.event_id.reads_json() || route.event_type.reads_json()
+    route.event_id.reads_json() || route.event_type.reads_json() || route.versions.is_some()
 }
 
 /// What a value is read from, after verification.

@@ -3,6 +3,7 @@
 
 mod handler;
 pub mod limits;
+pub mod refusal_log;
 mod reply;
 
 use crate::inbox::{GroupCommit, GroupCommitConfig, Inbox};
@@ -44,6 +45,8 @@ pub struct Receiver {
     clock: Clock,
     metrics: Arc<Metrics>,
     body_timeout: Duration,
+    /// One line budget for the whole process, whatever the route.
+    refusal_log: Arc<refusal_log::RefusalLog>,
 }
 
 impl Receiver {
@@ -60,6 +63,10 @@ impl Receiver {
             Some(metrics.intake_batch_size.clone()),
         );
         let limits = Arc::new(Limiters::new(limits::UNVERIFIED_RPS));
+        let refusal_log = Arc::new(refusal_log::RefusalLog::new(
+            refusal_log::REFUSAL_LOG_RPS,
+            metrics.refusal_logs_dropped.clone(),
+        ));
         Self {
             routes: Arc::new(ArcSwap::from_pointee(Routing::new(routes, &limits))),
             limits,
@@ -70,6 +77,7 @@ impl Receiver {
             clock: Arc::new(Utc::now),
             metrics,
             body_timeout: BODY_TIMEOUT,
+            refusal_log,
         }
     }
 
@@ -101,6 +109,15 @@ impl Receiver {
     /// Signals `arrivals` whenever a request stores a new event to deliver.
     pub fn with_arrivals(mut self, arrivals: crate::inbox::Arrivals) -> Self {
         self.arrivals = Some(arrivals);
+        self
+    }
+
+    /// Refusal lines per second the process writes (0: all); the budget starts afresh.
+    pub fn with_refusal_log_rps(mut self, per_second: u32) -> Self {
+        self.refusal_log = Arc::new(refusal_log::RefusalLog::new(
+            per_second,
+            self.metrics.refusal_logs_dropped.clone(),
+        ));
         self
     }
 

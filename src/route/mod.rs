@@ -5,9 +5,11 @@
 mod compile;
 mod secrets;
 pub mod target;
+pub mod versions;
 
 pub use compile::{compile, scheme};
 pub use secrets::{Secrets, secret_values};
+pub use versions::Versions;
 
 use crate::signature::Verifier;
 use governor::Quota;
@@ -77,6 +79,8 @@ pub struct CompiledRoute {
     pub tolerance: Duration,
     pub nonce_retention: Duration,
     pub allow: Option<Vec<WildMatch>>,
+    /// `events.versionPointer` and `supported`: events of other versions are dead-lettered.
+    pub versions: Option<Versions>,
     pub max_body_bytes: usize,
     /// `limits.requestsPerSecond` and `burst`, for verified requests. The limiter itself lives in
     /// the receiver, so that it survives a rebuild of the route.

@@ -26,6 +26,8 @@ pub struct Config {
     pub body_timeout: std::time::Duration,
     /// Per route, requests per second that may fail verification (0: no limit).
     pub unverified_rps: u32,
+    /// Refusal log lines per second for the process (0: all).
+    pub refusal_log_rps: u32,
     pub db: crate::inbox::DbLimits,
 }
 
@@ -68,6 +70,7 @@ pub async fn run(
     let receiver = Receiver::new(table, inbox.clone(), metrics.clone(), cfg.commit)
         .with_body_timeout(cfg.body_timeout)
         .with_unverified_rps(cfg.unverified_rps)
+        .with_refusal_log_rps(cfg.refusal_log_rps)
         .with_arrivals(arrivals.clone());
     let worker = cfg
         .worker

@@ -46,6 +46,7 @@ DASHBOARD_METRICS = {
     "hookgate_reconcile_errors_total",
     "hookgate_verified_requests_total",
     "hookgate_key_phase",
+    "hookgate_refusal_logs_dropped_total",
 }
 
 # The alerts of templates/prometheusrule.yaml: name -> the values block under

@@ -99,6 +99,11 @@ def build():
          "hookgate_handshakes_total by integration: provider endpoint checks answered (Slack url_verification, "
          "Discord PING, Twitch callback verification, Zoom url_validation, Meta subscribe). Never stored.",
          [(f"sum by (integration) (rate(hookgate_handshakes_total{{{F}}}{R}))", "{{integration}}")], "reqps"),
+        ("Refusal log lines dropped",
+         "hookgate_refusal_logs_dropped_total, all integrations: refused requests whose log line the receiver left "
+         "out to stay within --refusal-log-rps. Rising: a flood of refusals (scanner, forger, misconfigured provider); "
+         "the requests themselves are in Requests by outcome.",
+         [(f"sum(rate(hookgate_refusal_logs_dropped_total{R}))", "dropped")]),
         ("Group commit: events per transaction",
          "hookgate_intake_batch_size, all integrations: events each receiver transaction held. Near 1: the "
          "database keeps up with every request; near --commit-batch: commits are the bottleneck.",

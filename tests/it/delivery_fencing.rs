@@ -260,7 +260,11 @@ async fn a_late_completion_cannot_land_on_a_claim_made_after_a_replay(inbox: Inb
     );
     let replayed = s
         .inbox()
-        .replay_dead_letters(&ReplaySelector::Ids(vec![b.id]), at, false)
+        .replay_dead_letters(
+            &ReplaySelector::Ids(vec![b.id]),
+            at,
+            hookgate::inbox::Apply::By(&crate::common::tester()),
+        )
         .await
         .unwrap();
     assert_eq!(replayed, vec![b.id]);

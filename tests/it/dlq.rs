@@ -5,14 +5,14 @@
 
 use chrono::{DateTime, Duration, Utc};
 use hookgate::inbox::{
-    AttemptRecord, DeadLetter, DeadLetterFilter, EventDetail, Inbox, ReplaySelector,
+    Apply, AttemptRecord, DeadLetter, DeadLetterFilter, EventDetail, Inbox, ReplaySelector,
 };
 use serde_json::{Value, json};
 use sha2::Digest;
 use sqlx::Row;
 use sqlx::types::Json;
 
-use crate::common::t0;
+use crate::common::{t0, tester};
 
 fn hours(h: i64) -> Duration {
     Duration::hours(h)
@@ -437,7 +437,10 @@ async fn replay_by_ids_resets_only_dead_letters(inbox: Inbox) {
     let now = t0() + Duration::minutes(5);
     let sel = ReplaySelector::Ids(vec![d2, done, retrying, d1, 999_999, d1]);
     assert_eq!(
-        inbox.replay_dead_letters(&sel, now, false).await.unwrap(),
+        inbox
+            .replay_dead_letters(&sel, now, Apply::By(&tester()))
+            .await
+            .unwrap(),
         [d1, d2]
     );
 
@@ -464,7 +467,10 @@ async fn replay_by_ids_resets_only_dead_letters(inbox: Inbox) {
 
     // They are no longer dead letters: a second replay finds nothing.
     assert_eq!(
-        inbox.replay_dead_letters(&sel, now, false).await.unwrap(),
+        inbox
+            .replay_dead_letters(&sel, now, Apply::By(&tester()))
+            .await
+            .unwrap(),
         Vec::<i64>::new()
     );
     assert_eq!(
@@ -473,7 +479,7 @@ async fn replay_by_ids_resets_only_dead_letters(inbox: Inbox) {
     );
     assert_eq!(
         inbox
-            .replay_dead_letters(&ReplaySelector::Ids(vec![]), now, false)
+            .replay_dead_letters(&ReplaySelector::Ids(vec![]), now, Apply::By(&tester()))
             .await
             .unwrap(),
         Vec::<i64>::new()
@@ -496,7 +502,10 @@ async fn replay_by_integration_and_since(inbox: Inbox) {
 
     let sel = by_integration("t/a", Some(t0() - hours(2)));
     assert_eq!(
-        inbox.replay_dead_letters(&sel, t0(), false).await.unwrap(),
+        inbox
+            .replay_dead_letters(&sel, t0(), Apply::By(&tester()))
+            .await
+            .unwrap(),
         [a_new]
     );
     assert_eq!(state(&inbox, a_old).await.unwrap().status, "dead_letter");
@@ -505,7 +514,7 @@ async fn replay_by_integration_and_since(inbox: Inbox) {
 
     assert_eq!(
         inbox
-            .replay_dead_letters(&by_integration("t/a", None), t0(), false)
+            .replay_dead_letters(&by_integration("t/a", None), t0(), Apply::By(&tester()))
             .await
             .unwrap(),
         [a_old]
@@ -514,7 +523,7 @@ async fn replay_by_integration_and_since(inbox: Inbox) {
     assert_eq!(state(&inbox, a_done).await.unwrap().status, "processed");
     assert_eq!(
         inbox
-            .replay_dead_letters(&by_integration("t/b", None), t0(), false)
+            .replay_dead_letters(&by_integration("t/b", None), t0(), Apply::By(&tester()))
             .await
             .unwrap(),
         [b_new]
@@ -544,7 +553,12 @@ async fn replay_all_and_dry_run(inbox: Inbox) {
 
     let dry = |sel: ReplaySelector| {
         let inbox = inbox.clone();
-        async move { inbox.replay_dead_letters(&sel, t0(), true).await.unwrap() }
+        async move {
+            inbox
+                .replay_dead_letters(&sel, t0(), Apply::DryRun)
+                .await
+                .unwrap()
+        }
     };
     assert_eq!(dry(ReplaySelector::All).await, [x, y, z]);
     assert_eq!(dry(ReplaySelector::Ids(vec![z, done, x])).await, [x, z]);
@@ -561,7 +575,7 @@ async fn replay_all_and_dry_run(inbox: Inbox) {
 
     assert_eq!(
         inbox
-            .replay_dead_letters(&ReplaySelector::All, t0(), false)
+            .replay_dead_letters(&ReplaySelector::All, t0(), Apply::By(&tester()))
             .await
             .unwrap(),
         [x, y, z]
@@ -600,24 +614,36 @@ async fn purge_deletes_dead_letters_and_their_attempts(inbox: Inbox) {
 
     // Dry run: reported, nothing deleted.
     let sel = ReplaySelector::Ids(vec![p1, done, pending]);
-    assert_eq!(inbox.purge_dead_letters(&sel, true).await.unwrap(), [p1]);
+    assert_eq!(
+        inbox.purge_dead_letters(&sel, Apply::DryRun).await.unwrap(),
+        [p1]
+    );
     assert_eq!(event_rows(&inbox).await, [p1, p2, k, done, pending]);
     assert_eq!(attempt_rows(&inbox).await.len(), 5);
 
-    assert_eq!(inbox.purge_dead_letters(&sel, false).await.unwrap(), [p1]);
+    assert_eq!(
+        inbox
+            .purge_dead_letters(&sel, Apply::By(&tester()))
+            .await
+            .unwrap(),
+        [p1]
+    );
     assert_eq!(event_rows(&inbox).await, [p2, k, done, pending]);
     assert_eq!(attempt_rows(&inbox).await, [(p2, 1), (k, 1), (done, 1)]);
 
     assert_eq!(
         inbox
-            .purge_dead_letters(&by_integration("t/a", Some(t0() - hours(1))), false)
+            .purge_dead_letters(
+                &by_integration("t/a", Some(t0() - hours(1))),
+                Apply::By(&tester())
+            )
             .await
             .unwrap(),
         Vec::<i64>::new()
     );
     assert_eq!(
         inbox
-            .purge_dead_letters(&by_integration("t/a", None), false)
+            .purge_dead_letters(&by_integration("t/a", None), Apply::By(&tester()))
             .await
             .unwrap(),
         [p2]
@@ -626,14 +652,14 @@ async fn purge_deletes_dead_letters_and_their_attempts(inbox: Inbox) {
 
     assert_eq!(
         inbox
-            .purge_dead_letters(&ReplaySelector::All, true)
+            .purge_dead_letters(&ReplaySelector::All, Apply::DryRun)
             .await
             .unwrap(),
         [k]
     );
     assert_eq!(
         inbox
-            .purge_dead_letters(&ReplaySelector::All, false)
+            .purge_dead_letters(&ReplaySelector::All, Apply::By(&tester()))
             .await
             .unwrap(),
         [k]
@@ -642,7 +668,7 @@ async fn purge_deletes_dead_letters_and_their_attempts(inbox: Inbox) {
     assert_eq!(attempt_rows(&inbox).await, [(done, 1)]);
     assert_eq!(
         inbox
-            .purge_dead_letters(&ReplaySelector::All, false)
+            .purge_dead_letters(&ReplaySelector::All, Apply::By(&tester()))
             .await
             .unwrap(),
         Vec::<i64>::new()
@@ -698,7 +724,7 @@ async fn sqlite_purge_without_foreign_keys_leaves_no_orphans() {
     attempt(&inbox, b, 1, Some(500), "dead_letter").await;
     assert_eq!(
         inbox
-            .purge_dead_letters(&by_integration("t/a", None), false)
+            .purge_dead_letters(&by_integration("t/a", None), Apply::By(&tester()))
             .await
             .unwrap(),
         [a]

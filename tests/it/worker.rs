@@ -387,7 +387,11 @@ async fn webhook_ids_are_stable_per_event_and_distinct_between_events(inbox: Inb
     assert_eq!(s.row("same").await.0, "dead_letter");
     let id = s.row_id("same").await;
     let replayed = inbox
-        .replay_dead_letters(&ReplaySelector::Ids(vec![id]), Utc::now(), false)
+        .replay_dead_letters(
+            &ReplaySelector::Ids(vec![id]),
+            Utc::now(),
+            hookgate::inbox::Apply::By(&crate::common::tester()),
+        )
         .await
         .unwrap();
     assert_eq!(replayed, vec![id]);
@@ -785,7 +789,11 @@ async fn replayed_dead_letter_is_delivered_again(inbox: Inbox) {
     let id = s.row_id("dlq-1").await;
     let replayed = s
         .inbox()
-        .replay_dead_letters(&ReplaySelector::Ids(vec![id]), Utc::now(), false)
+        .replay_dead_letters(
+            &ReplaySelector::Ids(vec![id]),
+            Utc::now(),
+            hookgate::inbox::Apply::By(&crate::common::tester()),
+        )
         .await
         .unwrap();
     assert_eq!(replayed, vec![id]);

@@ -48,6 +48,10 @@ pub struct ListenerArgs {
     /// get 429; they never spend the route's limits.requestsPerSecond. 0: no limit.
     #[arg(long, default_value_t = crate::receiver::limits::UNVERIFIED_RPS, env = "HOOKGATE_UNVERIFIED_RPS")]
     pub unverified_rps: u32,
+    /// Refused requests logged per second (and burst) by this process, whatever the route; the
+    /// rest are counted in hookgate_refusal_logs_dropped_total. 0: log every refusal.
+    #[arg(long, default_value_t = crate::receiver::refusal_log::REFUSAL_LOG_RPS, env = "HOOKGATE_REFUSAL_LOG_RPS")]
+    pub refusal_log_rps: u32,
 }
 
 impl ListenerArgs {

@@ -1,15 +1,20 @@
 //! `hookgate dlq`: list, inspect, replay and purge dead-lettered events.
 
 use crate::cli::Output;
-use crate::inbox::{DeadLetter, DeadLetterFilter, EventDetail, Inbox, ReplaySelector, Status};
+use crate::inbox::{
+    Actor, Apply, AuditRecord, DeadLetter, DeadLetterFilter, EventDetail, Inbox, ReplaySelector,
+    Status,
+};
 use anyhow::{Context, bail};
 use base64::Engine;
 use chrono::{DateTime, Utc};
 use clap::{ArgGroup, Subcommand};
 
+mod actor;
 mod render;
 
 use super::DEFAULT_DB;
+pub use actor::os_user;
 use render::*;
 
 #[derive(Subcommand, Debug)]
@@ -79,9 +84,45 @@ pub enum DlqCommand {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Who replayed or purged dead letters, when, and which events; newest first.
+    Audit {
+        #[arg(long, env = "HOOKGATE_DATABASE_URL", default_value = DEFAULT_DB)]
+        database_url: String,
+        /// Only changes made since this instant: RFC 3339 or a duration ago (`2h`, `7d`).
+        #[arg(long, value_parser = parse_since)]
+        since: Option<DateTime<Utc>>,
+        /// `json` lists every recorded event of each change.
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+        #[arg(long, default_value_t = 100)]
+        limit: i64,
+    },
 }
 
+impl DlqCommand {
+    /// Whether the command changes dead letters, and so records who does it.
+    pub fn changes(&self) -> bool {
+        matches!(
+            self,
+            DlqCommand::Replay { dry_run: false, .. } | DlqCommand::Purge { dry_run: false, .. }
+        )
+    }
+}
+
+/// `hookgate dlq`: changes are recorded as made by the OS user.
 pub async fn run(cmd: DlqCommand) -> anyhow::Result<()> {
+    run_as(cmd, &os_user()).await
+}
+
+/// Runs `cmd`; a replay or purge is recorded in the audit trail as made by `actor`.
+pub async fn run_as(cmd: DlqCommand, actor: &Actor) -> anyhow::Result<()> {
+    let apply = |dry_run: bool| {
+        if dry_run {
+            Apply::DryRun
+        } else {
+            Apply::By(actor)
+        }
+    };
     match cmd {
         DlqCommand::List {
             database_url,
@@ -130,7 +171,9 @@ pub async fn run(cmd: DlqCommand) -> anyhow::Result<()> {
             let sel = selector(ids, integration, since, all)?;
             let inbox = open(&database_url).await?;
             let skipped = check_ids(&inbox, &sel).await?;
-            let done = inbox.replay_dead_letters(&sel, Utc::now(), dry_run).await?;
+            let done = inbox
+                .replay_dead_letters(&sel, Utc::now(), apply(dry_run))
+                .await?;
             let verb = if dry_run { "would replay" } else { "replayed" };
             println!("{}", summary(verb, &done));
             report_skipped(
@@ -155,7 +198,7 @@ pub async fn run(cmd: DlqCommand) -> anyhow::Result<()> {
             let sel = selector(ids, integration, since, all)?;
             let inbox = open(&database_url).await?;
             let skipped = check_ids(&inbox, &sel).await?;
-            let done = inbox.purge_dead_letters(&sel, dry_run).await?;
+            let done = inbox.purge_dead_letters(&sel, apply(dry_run)).await?;
             let verb = if dry_run { "would purge" } else { "purged" };
             println!("{}", summary(verb, &done));
             report_skipped(
@@ -167,6 +210,20 @@ pub async fn run(cmd: DlqCommand) -> anyhow::Result<()> {
                     "not purged"
                 },
             );
+            Ok(())
+        }
+        DlqCommand::Audit {
+            database_url,
+            since,
+            output,
+            limit,
+        } => {
+            let inbox = open(&database_url).await?;
+            let rows: Vec<AuditRecord> = inbox.audit_log(since, limit).await?;
+            match output {
+                Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+                Output::Table => print!("{}", audit_table(&rows)),
+            }
             Ok(())
         }
     }

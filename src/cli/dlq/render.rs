@@ -56,6 +56,26 @@ pub(super) fn list_table(rows: &[DeadLetter]) -> String {
     out
 }
 
+pub(super) fn audit_table(rows: &[AuditRecord]) -> String {
+    let mut out = format!(
+        "{:<6} {:<20} {:<7} {:<32} {:<10} {:<6} {}\n",
+        "ID", "AT", "ACTION", "ACTOR", "SOURCE", "EVENTS", "SELECTOR"
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "{:<6} {:<20} {:<7} {:<32} {:<10} {:<6} {}\n",
+            r.id,
+            time(&r.at),
+            one_line(&r.action),
+            one_line(&r.actor),
+            r.actor_source.as_str(),
+            r.event_count,
+            one_line(&r.selector),
+        ));
+    }
+    out
+}
+
 /// The body as it is shown: `(text, "utf-8")`, or `(base64, "base64")` when it is not UTF-8.
 pub(super) fn body_repr(body: &[u8]) -> (String, &'static str) {
     match std::str::from_utf8(body) {

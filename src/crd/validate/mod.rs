@@ -105,6 +105,55 @@ fn source(field: &str, s: &FieldSource) -> Result<(), FieldError> {
     }
 }
 
+/// `events.versionPointer` and `events.supported`: both or neither; a pointer; no empty or
+/// repeated version.
+fn versions(e: &super::EventFilter) -> Result<(), FieldError> {
+    match (&e.version_pointer, e.supported.is_empty()) {
+        (None, true) => return Ok(()),
+        (None, false) => {
+            return Err(FieldError::new(
+                "spec.events.supported",
+                "applies only with versionPointer",
+            ));
+        }
+        (Some(_), true) => {
+            return Err(FieldError::new(
+                "spec.events.supported",
+                "at least one version is required with versionPointer",
+            ));
+        }
+        (Some(p), false) if !p.starts_with('/') || p.len() > 512 => {
+            return Err(FieldError::new(
+                "spec.events.versionPointer",
+                "must be a JSON pointer starting with '/' (at most 512 characters)",
+            ));
+        }
+        (Some(_), false) => {}
+    }
+    if e.supported.len() > limits::MAX_EVENT_VERSIONS {
+        return Err(FieldError::new(
+            "spec.events.supported",
+            format!("at most {} entries", limits::MAX_EVENT_VERSIONS),
+        ));
+    }
+    let mut seen = HashSet::new();
+    for (i, v) in e.supported.iter().enumerate() {
+        if v.is_empty() || v.len() > 512 {
+            return Err(FieldError::new(
+                format!("spec.events.supported[{i}]"),
+                "must be 1 to 512 characters",
+            ));
+        }
+        if !seen.insert(v) {
+            return Err(FieldError::new(
+                format!("spec.events.supported[{i}]"),
+                format!("duplicate version {v:?}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Whether the controller may choose the secret: the provider must accept one we give it. Public
 /// keys (ed25519, discord, sendgrid) and secrets the provider issues (stripe, twilio, zoom, meta,
 /// paddle, square, linear) cannot be generated here.
@@ -233,6 +282,9 @@ pub fn spec(spec: &WebhookIntegrationSpec) -> Result<(), FieldError> {
             format!("spec.events.allow[{i}]"),
             "empty pattern",
         ));
+    }
+    if let Some(e) = &spec.events {
+        versions(e)?;
     }
     match reqwest::Url::parse(&spec.delivery.url) {
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {

@@ -230,6 +230,37 @@ fn each_invalid_field_is_named_exactly() {
             "spec.eventType.jsonPointer",
             "must be empty or start with '/'",
         ),
+        // event versions
+        (
+            "events: {versionPointer: /api_version}",
+            "spec.events.supported",
+            "at least one version is required with versionPointer",
+        ),
+        (
+            "events: {versionPointer: /api_version, supported: []}",
+            "spec.events.supported",
+            "at least one version is required with versionPointer",
+        ),
+        (
+            r#"events: {supported: ["2024-06-20"]}"#,
+            "spec.events.supported",
+            "applies only with versionPointer",
+        ),
+        (
+            r#"events: {versionPointer: api_version, supported: ["1"]}"#,
+            "spec.events.versionPointer",
+            "must be a JSON pointer starting with '/'",
+        ),
+        (
+            r#"events: {versionPointer: /v, supported: ["1", ""]}"#,
+            "spec.events.supported[1]",
+            "must be 1 to 512 characters",
+        ),
+        (
+            r#"events: {versionPointer: /v, supported: ["1", "2", "1"]}"#,
+            "spec.events.supported[2]",
+            "duplicate version \"1\"",
+        ),
         // replay
         (
             "replay: {tolerance: 5 minutes}",

@@ -311,3 +311,11 @@ pub fn skip_or_fail(why: &str) {
         _ => eprintln!("SKIPPED: {why}"),
     }
 }
+
+/// The actor of replays and purges made by tests.
+pub fn tester() -> hookgate::inbox::Actor {
+    hookgate::inbox::Actor {
+        name: "tester".into(),
+        source: hookgate::inbox::ActorSource::OsUser,
+    }
+}
