@@ -32,6 +32,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 listener: a.listener.limits()?,
                 body_timeout: *a.listener.body_timeout,
                 unverified_rps: a.listener.unverified_rps,
+                trusted_proxies: a.listener.trusted_proxies,
             };
             standalone::run(cfg, shutdown_signal()).await?;
             Ok(())
@@ -59,6 +60,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 listener: a.listener.limits()?,
                 body_timeout: *a.listener.body_timeout,
                 unverified_rps: a.listener.unverified_rps,
+                trusted_proxies: a.listener.trusted_proxies,
             };
             crate::run::receiver::run(cfg, shutdown_signal()).await?;
             Ok(())
@@ -89,6 +91,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 listener: Default::default(),
                 body_timeout: crate::receiver::BODY_TIMEOUT,
                 unverified_rps: crate::receiver::limits::UNVERIFIED_RPS,
+                trusted_proxies: crate::receiver::client::TRUSTED_PROXIES,
             };
             standalone::run(cfg, shutdown_signal()).await?;
             Ok(())

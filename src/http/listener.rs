@@ -2,8 +2,9 @@
 //! neither slow clients nor many clients can stall a role.
 
 use crate::http::reply::Reply;
-use axum::Router;
 use axum::error_handling::HandleErrorLayer;
+use axum::extract::ConnectInfo;
+use axum::{Extension, Router};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -15,7 +16,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower::limit::GlobalConcurrencyLimitLayer;
-use tower::{BoxError, ServiceBuilder};
+use tower::{BoxError, Layer, ServiceBuilder};
 
 /// How long a client may take to send a request's headers; also how long a kept-alive connection
 /// may sit idle between requests (hyper runs one timer for both).
@@ -73,7 +74,7 @@ pub async fn serve(
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = TowerToHyperService::new(shed_over(app, limits.max_in_flight));
+    let app = shed_over(app, limits.max_in_flight);
     let refuse = TowerToHyperService::new(Router::new().fallback(|| async { Reply::Overloaded }));
     let mut http = http1::Builder::new();
     // Without a timer hyper silently skips the header timeout.
@@ -86,9 +87,9 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     let mut shutdown = pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors or a connection reset before accept: keep serving.
                     tracing::warn!(error = %e, "accepting a connection failed");
@@ -101,7 +102,9 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let io = TokioIo::new(stream);
         if let Ok(permit) = connections.clone().try_acquire_owned() {
-            let conn = graceful.watch(http.serve_connection(io, app.clone()));
+            // The peer address, as axum's `ConnectInfo`, for `spec.sourceRanges`.
+            let app = TowerToHyperService::new(Extension(ConnectInfo(peer)).layer(app.clone()));
+            let conn = graceful.watch(http.serve_connection(io, app));
             tokio::spawn(async move {
                 let _ = conn.await;
                 drop(permit);

@@ -4,10 +4,12 @@
 
 mod compile;
 mod secrets;
+mod source_ranges;
 pub mod target;
 
 pub use compile::{compile, scheme};
 pub use secrets::{Secrets, secret_values};
+pub use source_ranges::SourceRanges;
 
 use crate::signature::Verifier;
 use governor::Quota;
@@ -83,6 +85,8 @@ pub struct CompiledRoute {
     pub rate: Option<Quota>,
     /// Shared with the workers, which look targets up by integration.
     pub delivery: Arc<DeliveryTarget>,
+    /// `spec.sourceRanges`: checked before anything else; empty allows every address.
+    pub source_ranges: SourceRanges,
 }
 
 impl CompiledRoute {

@@ -16,6 +16,8 @@ pub struct Config {
     pub body_timeout: std::time::Duration,
     /// Per route, requests per second that may fail verification (0: no limit).
     pub unverified_rps: u32,
+    /// Proxies in front that append to `X-Forwarded-For` (`spec.sourceRanges`).
+    pub trusted_proxies: u8,
     pub db: crate::inbox::DbLimits,
 }
 
@@ -35,6 +37,7 @@ pub async fn run(
     )
     .with_body_timeout(cfg.body_timeout)
     .with_unverified_rps(cfg.unverified_rps)
+    .with_trusted_proxies(cfg.trusted_proxies)
     .awaiting_routes();
     let watch = tokio::spawn({
         let receiver = receiver.clone();

@@ -26,6 +26,8 @@ pub struct Config {
     pub body_timeout: std::time::Duration,
     /// Per route, requests per second that may fail verification (0: no limit).
     pub unverified_rps: u32,
+    /// Proxies in front that append to `X-Forwarded-For` (`spec.sourceRanges`).
+    pub trusted_proxies: u8,
     pub db: crate::inbox::DbLimits,
 }
 
@@ -68,6 +70,7 @@ pub async fn run(
     let receiver = Receiver::new(table, inbox.clone(), metrics.clone(), cfg.commit)
         .with_body_timeout(cfg.body_timeout)
         .with_unverified_rps(cfg.unverified_rps)
+        .with_trusted_proxies(cfg.trusted_proxies)
         .with_arrivals(arrivals.clone());
     let worker = cfg
         .worker

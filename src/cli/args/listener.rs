@@ -48,6 +48,11 @@ pub struct ListenerArgs {
     /// get 429; they never spend the route's limits.requestsPerSecond. 0: no limit.
     #[arg(long, default_value_t = crate::receiver::limits::UNVERIFIED_RPS, env = "HOOKGATE_UNVERIFIED_RPS")]
     pub unverified_rps: u32,
+    /// Proxies in front of the receiver that each append to X-Forwarded-For (a load balancer,
+    /// an ingress controller). A route with spec.sourceRanges checks the entry this many from
+    /// the right; 0: the connection's peer address, and X-Forwarded-For is ignored.
+    #[arg(long, default_value_t = crate::receiver::client::TRUSTED_PROXIES, env = "HOOKGATE_TRUSTED_PROXIES")]
+    pub trusted_proxies: u8,
 }
 
 impl ListenerArgs {
