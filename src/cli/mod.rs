@@ -33,6 +33,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 body_timeout: *a.listener.body_timeout,
                 unverified_rps: a.listener.unverified_rps,
                 refusal_log_rps: a.listener.refusal_log_rps,
+                trusted_proxies: a.listener.trusted_proxies,
             };
             standalone::run(cfg, shutdown_signal()).await?;
             Ok(())
@@ -61,6 +62,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 body_timeout: *a.listener.body_timeout,
                 unverified_rps: a.listener.unverified_rps,
                 refusal_log_rps: a.listener.refusal_log_rps,
+                trusted_proxies: a.listener.trusted_proxies,
             };
             crate::run::receiver::run(cfg, shutdown_signal()).await?;
             Ok(())
@@ -92,6 +94,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 body_timeout: crate::receiver::BODY_TIMEOUT,
                 unverified_rps: crate::receiver::limits::UNVERIFIED_RPS,
                 refusal_log_rps: crate::receiver::refusal_log::REFUSAL_LOG_RPS,
+                trusted_proxies: crate::receiver::client::TRUSTED_PROXIES,
             };
             standalone::run(cfg, shutdown_signal()).await?;
             Ok(())

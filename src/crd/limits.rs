@@ -35,6 +35,36 @@ pub const MAX_EVENT_PATTERNS: usize = 64;
 pub const MAX_EVENT_VERSIONS: usize = 64;
 pub const MAX_REQUESTS_PER_SECOND: u32 = 100_000;
 pub const MAX_BURST: u32 = 100_000;
+/// `spec.sourceRanges`: the providers that publish ranges list a few dozen at most (GitHub's
+/// `hooks` about ten); a few hundred is room for a merged list, and keeps each request's
+/// linear match trivial.
+pub const MAX_SOURCE_RANGES: usize = 256;
+/// Longest `spec.sourceRanges` entry: the longest IPv6 text with an IPv4 tail and `/128` is 49.
+pub const SOURCE_RANGE_MAX_LENGTH: u64 = 64;
+
+/// The API server's check of one `spec.sourceRanges` entry: an IPv4 address or CIDR exactly
+/// (octets 0-255 without leading zeros, prefix 0-32), or the shape of an IPv6 one (hex digits,
+/// colons and dots, prefix 0-128). `validate` parses the entry exactly (host bits, IPv4-mapped
+/// IPv6, `::` rules). CEL's `isCIDR()` would be exact, but it exists from Kubernetes 1.31 and
+/// the chart supports 1.27: a CRD with an unknown function is refused whole.
+pub const SOURCE_RANGE_PATTERN: &str = concat!(
+    r"^(((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(/(3[0-2]|[12]?[0-9]))?",
+    r"|[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(/(12[0-8]|1[01][0-9]|[1-9]?[0-9]))?)$"
+);
+
+/// Schema transform for `spec.sourceRanges`: bounds every item's length and shape.
+pub fn source_ranges(schema: &mut Schema) {
+    if let Some(items) = schema.get_mut("items").and_then(|v| v.as_object_mut()) {
+        items.insert(
+            "maxLength".into(),
+            serde_json::Value::from(SOURCE_RANGE_MAX_LENGTH),
+        );
+        items.insert(
+            "pattern".into(),
+            serde_json::Value::from(SOURCE_RANGE_PATTERN),
+        );
+    }
+}
 
 /// The maximum of a duration field (`spec.delivery.retry.schedule[3]` looks up the list's).
 pub fn max_duration(field: &str) -> Option<Duration> {

@@ -72,6 +72,12 @@ pub struct WebhookIntegrationSpec {
     /// Per-route request limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Limits>,
+    /// Client addresses allowed to call the route: IPv4 or IPv6 CIDRs (`192.0.2.0/24`,
+    /// `2001:db8::/32`) or single addresses. Others get 403 before their signature is checked.
+    /// Empty or absent: every address. Behind proxies, see the receiver's `--trusted-proxies`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::MAX_SOURCE_RANGES), transform = limits::source_ranges)]
+    pub source_ranges: Vec<String>,
     /// Deliver events of one resource in version order; older versions are ignored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ordering: Option<OrderingSpec>,

@@ -2,8 +2,9 @@
 //! neither slow clients nor many clients can stall a role.
 
 use crate::http::reply::Reply;
-use axum::Router;
 use axum::error_handling::HandleErrorLayer;
+use axum::extract::ConnectInfo;
+use axum::{Extension, Router};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -15,7 +16,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower::limit::GlobalConcurrencyLimitLayer;
-use tower::{BoxError, ServiceBuilder};
+use tower::{BoxError, Layer, ServiceBuilder};
 
 /// How long a client may take to send a request's headers; also how long a kept-alive connection
 /// may sit idle between requests (hyper runs one timer for both).
@@ -86,7 +87,7 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     let mut shutdown = pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
@@ -98,11 +99,12 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let (stream, peer) = stream;
         let _ = stream.set_nodelay(true);
         let io = TokioIo::new(stream);
         if let Ok(permit) = connections.clone().try_acquire_owned() {
-            let conn = graceful.watch(http.serve_connection(io, with_peer(app.clone(), peer)));
+            // The peer address, as axum's `ConnectInfo`, for `spec.sourceRanges`.
+            let app = TowerToHyperService::new(Extension(ConnectInfo(peer)).layer(app.clone()));
+            let conn = graceful.watch(http.serve_connection(io, app));
             tokio::spawn(async move {
                 let _ = conn.await;
                 drop(permit);
@@ -118,26 +120,6 @@ pub async fn serve(
     drop(listener);
     graceful.shutdown().await;
     Ok(())
-}
-
-/// `app` with the connection's peer address on every request, as axum's `ConnectInfo`.
-fn with_peer(
-    app: Router,
-    peer: std::net::SocketAddr,
-) -> TowerToHyperService<
-    impl tower::Service<
-        hyper::Request<hyper::body::Incoming>,
-        Response = axum::response::Response,
-        Error = std::convert::Infallible,
-        Future: Send,
-    > + Clone,
-> {
-    use tower::ServiceExt;
-    TowerToHyperService::new(app.map_request(move |mut req: hyper::Request<_>| {
-        req.extensions_mut()
-            .insert(axum::extract::ConnectInfo(peer));
-        req
-    }))
 }
 
 /// Caps the requests `app` handles at once; one over the cap is answered 503 at once.

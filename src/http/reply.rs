@@ -25,6 +25,11 @@ pub enum Reply {
     Overloaded,
     /// Meta's subscription check carried the wrong verify token.
     InvalidVerifyToken,
+    /// The client address is outside the route's `spec.sourceRanges`.
+    SourceNotAllowed,
+    /// The route has `spec.sourceRanges`, but the client address could not be worked out
+    /// (`X-Forwarded-For` shorter than `--trusted-proxies`, or its client entry not an address).
+    ClientAddressUnknown,
 }
 
 impl Reply {
@@ -45,6 +50,8 @@ impl Reply {
             Reply::InboxUnavailable => "inbox_unavailable",
             Reply::Overloaded => "overloaded",
             Reply::InvalidVerifyToken => "invalid_verify_token",
+            Reply::SourceNotAllowed => "source_not_allowed",
+            Reply::ClientAddressUnknown => "client_address_unknown",
         }
     }
 
@@ -53,7 +60,9 @@ impl Reply {
             Reply::Accepted | Reply::Duplicate | Reply::Ignored => StatusCode::OK,
             Reply::TimestampOutsideWindow | Reply::Malformed => StatusCode::BAD_REQUEST,
             Reply::InvalidSignature => StatusCode::UNAUTHORIZED,
-            Reply::InvalidVerifyToken => StatusCode::FORBIDDEN,
+            Reply::InvalidVerifyToken | Reply::SourceNotAllowed | Reply::ClientAddressUnknown => {
+                StatusCode::FORBIDDEN
+            }
             Reply::UnknownRoute => StatusCode::NOT_FOUND,
             Reply::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Reply::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,

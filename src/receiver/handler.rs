@@ -1,8 +1,10 @@
-//! One request through the fixed pipeline: route -> method / size / rate -> signature -> window ->
-//! handshake? -> event id and type -> filter -> durable insert -> reply. Nothing is answered 2xx
-//! before the insert has committed, except a provider's endpoint check, which is never stored.
+//! One request through the fixed pipeline: route -> source address -> method / size / rate ->
+//! signature -> window -> handshake? -> event id and type -> filter -> durable insert -> reply.
+//! Nothing is answered 2xx before the insert has committed, except a provider's endpoint check,
+//! which is never stored.
 
 use super::Receiver;
+use super::client::{Unknown, client_addr};
 use super::limits::RouteLimiter;
 use super::refusal_log::{self, Refusal};
 use super::reply;
@@ -12,10 +14,11 @@ use crate::metrics::Metrics;
 use crate::route::{CompiledRoute, Source};
 use crate::signature::{Handshake, Rejection, Subscription, Verified};
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// What a request gets: the ordinary reply (with the scheme's finer reason when verification
@@ -34,7 +37,7 @@ impl From<Reply> for Answer {
 pub(super) async fn handle(State(rx): State<Receiver>, req: Request) -> Response {
     let started = std::time::Instant::now();
     let request_id = refusal_log::request_id(req.headers());
-    let source = refusal_log::source(&req);
+    let source = refusal_log::source(&req, rx.trusted_proxies);
     let (route, answer) = answer(&rx, req).await;
     let integration = route.as_ref().map(|r| r.integration.as_str());
     let mut response = match answer {
@@ -85,7 +88,9 @@ async fn answer(rx: &Receiver, req: Request) -> (Option<Arc<CompiledRoute>>, Ans
     let (Some(route), Some(limiter)) = (routing.table.get(path), routing.limiters.get(path)) else {
         return (None, Reply::UnknownRoute.into());
     };
-    let answer = if req.method() == Method::GET && route.verify_token.is_some() {
+    let answer = if let Err(reply) = from_allowed_source(rx, route, &req) {
+        reply.into()
+    } else if req.method() == Method::GET && route.verify_token.is_some() {
         subscribe(route, limiter, req.uri().query())
     } else {
         process(rx, route, limiter, req).await
@@ -101,6 +106,31 @@ fn handshake_response(h: Handshake) -> Response {
         Handshake::Json(body) => typed("application/json", body),
         Handshake::Text(body) => typed("text/plain; charset=utf-8", body),
         Handshake::NoContent => StatusCode::NO_CONTENT.into_response(),
+    }
+}
+
+/// `spec.sourceRanges`, before anything else, Meta's unsigned `GET` included. A refusal spends
+/// neither rate budget: it costs no body read and no signature check, no more than a 404 for an
+/// unknown path, and an outside flood must not make an allowed sender's bad signatures 429.
+fn from_allowed_source(rx: &Receiver, route: &CompiledRoute, req: &Request) -> Result<(), Reply> {
+    if route.source_ranges.is_empty() {
+        return Ok(());
+    }
+    let peer = req.extensions().get::<ConnectInfo<SocketAddr>>();
+    let client = peer.ok_or(Unknown::NoPeer).and_then(|peer| {
+        let xff = req.headers().get_all("x-forwarded-for");
+        client_addr(peer.0, xff, rx.trusted_proxies)
+    });
+    match client {
+        Ok(ip) if route.source_ranges.allows(ip) => Ok(()),
+        Ok(ip) => {
+            tracing::debug!(integration = %route.integration, client = %ip, "source not allowed");
+            Err(Reply::SourceNotAllowed)
+        }
+        Err(unknown) => {
+            tracing::debug!(integration = %route.integration, reason = unknown.reason(), "client address unknown");
+            Err(Reply::ClientAddressUnknown)
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The webhook receiver: an axum router whose one fallback handler looks the path up in a route
 //! table that can be swapped atomically while requests are in flight.
 
+pub mod client;
 mod handler;
 pub mod limits;
 pub mod refusal_log;
@@ -47,6 +48,8 @@ pub struct Receiver {
     body_timeout: Duration,
     /// One line budget for the whole process, whatever the route.
     refusal_log: Arc<refusal_log::RefusalLog>,
+    /// Proxies in front that append to `X-Forwarded-For` (`--trusted-proxies`).
+    trusted_proxies: u8,
 }
 
 impl Receiver {
@@ -78,6 +81,7 @@ impl Receiver {
             metrics,
             body_timeout: BODY_TIMEOUT,
             refusal_log,
+            trusted_proxies: client::TRUSTED_PROXIES,
         }
     }
 
@@ -123,6 +127,13 @@ impl Receiver {
 
     pub fn with_body_timeout(mut self, timeout: Duration) -> Self {
         self.body_timeout = timeout;
+        self
+    }
+
+    /// How many proxies in front append to `X-Forwarded-For`: the client of a route with
+    /// `spec.sourceRanges` is the entry that many from the right (0: the peer address).
+    pub fn with_trusted_proxies(mut self, hops: u8) -> Self {
+        self.trusted_proxies = hops;
         self
     }
 

@@ -8,7 +8,7 @@ use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, HeaderValue, Request};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use prometheus_client::metrics::counter::Counter;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -33,7 +33,7 @@ pub struct Refusal<'a> {
     pub reason: &'static str,
     /// The scheme's finer reason for a failed verification (`signature_mismatch`, ...).
     pub detail: Option<&'static str>,
-    pub source: Option<SocketAddr>,
+    pub source: Option<IpAddr>,
     pub elapsed: Duration,
 }
 
@@ -105,12 +105,13 @@ pub fn header_value(id: &str) -> Option<HeaderValue> {
     HeaderValue::from_str(id).ok()
 }
 
-/// The peer address of the connection, when the listener recorded one (`Router::oneshot` in
-/// tests has none). Kept apart so that a trusted-proxy rule can replace it in one place.
-pub fn source<B>(req: &Request<B>) -> Option<SocketAddr> {
-    req.extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0)
+/// The client's address as `spec.sourceRanges` sees it: the peer, or with `trusted_proxies`
+/// the `X-Forwarded-For` entry that many from the right; the peer (a proxy) when that entry is
+/// missing. `None` when the listener recorded no peer (`Router::oneshot` in tests).
+pub fn source<B>(req: &Request<B>, trusted_proxies: u8) -> Option<IpAddr> {
+    let peer = req.extensions().get::<ConnectInfo<SocketAddr>>()?.0;
+    let xff = req.headers().get_all("x-forwarded-for");
+    Some(super::client::client_addr(peer, xff, trusted_proxies).unwrap_or(peer.ip()))
 }
 
 #[cfg(test)]

@@ -253,5 +253,6 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
         max_body_bytes: limits.max_body_bytes.unwrap_or(defaults::MAX_BODY_BYTES) as usize,
         rate,
         delivery: Arc::new(delivery),
+        source_ranges: super::SourceRanges::new(validate::source_ranges(&spec.source_ranges)?),
     })
 }

@@ -4,11 +4,13 @@
 
 mod compile;
 mod secrets;
+mod source_ranges;
 pub mod target;
 pub mod versions;
 
 pub use compile::{compile, scheme};
 pub use secrets::{Secrets, secret_values};
+pub use source_ranges::SourceRanges;
 pub use versions::Versions;
 
 use crate::signature::Verifier;
@@ -87,6 +89,8 @@ pub struct CompiledRoute {
     pub rate: Option<Quota>,
     /// Shared with the workers, which look targets up by integration.
     pub delivery: Arc<DeliveryTarget>,
+    /// `spec.sourceRanges`: checked before anything else; empty allows every address.
+    pub source_ranges: SourceRanges,
 }
 
 impl CompiledRoute {

@@ -18,6 +18,8 @@ pub struct Config {
     pub unverified_rps: u32,
     /// Refusal log lines per second for the process (0: all).
     pub refusal_log_rps: u32,
+    /// Proxies in front that append to `X-Forwarded-For` (`spec.sourceRanges`).
+    pub trusted_proxies: u8,
     pub db: crate::inbox::DbLimits,
 }
 
@@ -38,6 +40,7 @@ pub async fn run(
     .with_body_timeout(cfg.body_timeout)
     .with_unverified_rps(cfg.unverified_rps)
     .with_refusal_log_rps(cfg.refusal_log_rps)
+    .with_trusted_proxies(cfg.trusted_proxies)
     .awaiting_routes();
     let watch = tokio::spawn({
         let receiver = receiver.clone();

@@ -27,6 +27,8 @@ NAMESPACE = "hookgate-system"
 FULL = "hg-hookgate"
 ROLES = ("controller", "receiver", "worker")
 DB_URL = "postgres://hookgate:s3cret@db.example:5432/hookgate"
+# --trusted-proxies per scenario: none by default, the ingress controller in production.
+TRUSTED_PROXIES = {"default": "0", "production": "1"}
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 # Series the dashboard must chart (counters as _total, histograms as _bucket).
@@ -337,6 +339,8 @@ def check_roles(objs, label, db_secret, db_key):
             and recv["args"][recv["args"].index("--max-connections") + 1] == "1024"
             and recv["args"][recv["args"].index("--max-in-flight") + 1] == "128"
             and recv["args"][recv["args"].index("--unverified-rps") + 1] == "20", recv["args"])
+    R.check(f"{label}: receiver trusts exactly one --trusted-proxies value",
+            flag(recv["args"], "--trusted-proxies") == [TRUSTED_PROXIES[label]], recv["args"])
     R.check(f"{label}: receiver and worker database deadlines",
             all(c["args"][c["args"].index("--db-acquire-timeout") + 1] == "3s"
                 and c["args"][c["args"].index("--db-statement-timeout") + 1] == "5s"
@@ -715,6 +719,17 @@ def scenario_destinations(helm, chart):
         R.check(f"{label}: {name}", rc != 0 and needle in err, f"rc={rc} stderr={err.strip()[-300:]}")
 
 
+def scenario_trusted_proxies(helm, chart):
+    label = "receiver.trustedProxies"
+    objs = helm.objects("--set", f"database.url={DB_URL}", "--set", "receiver.trustedProxies=2")
+    args = container(objs, "receiver")["args"]
+    R.check(f"{label}: passed as --trusted-proxies", flag(args, "--trusted-proxies") == ["2"], args)
+    for name, value in [("a negative count fails (schema)", "-1"), ("over 255 fails (schema)", "256"),
+                        ("a word fails (schema)", "two")]:
+        rc, _, err = helm.template("--set", f"database.url={DB_URL}", "--set", f"receiver.trustedProxies={value}")
+        R.check(f"{label}: {name}", rc != 0 and "trustedProxies" in err, f"rc={rc} stderr={err.strip()[-300:]}")
+
+
 def rule_alerts(objs):
     """{alert name: rule} of the release's PrometheusRule, or None when it is not rendered."""
     pr = objs.get("PrometheusRule", FULL)
@@ -909,6 +924,7 @@ def cmd_render(args):
     scenario_production(helm, args.chart)
     scenario_toggles(helm, args.chart)
     scenario_destinations(helm, args.chart)
+    scenario_trusted_proxies(helm, args.chart)
     scenario_prometheus_rule(helm, args.chart, registered_metrics(args.metrics))
     scenario_failures(helm, args.chart)
     return R.finish()

@@ -48,5 +48,6 @@ mod signers_python;
 mod signers_rfc8032;
 mod sigterm;
 mod sink;
+mod source_ranges;
 mod standalone;
 mod worker;

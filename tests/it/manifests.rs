@@ -254,6 +254,43 @@ fn a_validation_error_is_reported_with_the_integrations_file() {
 }
 
 #[test]
+fn a_bad_source_range_is_refused_naming_file_object_field_and_entry() {
+    let dir = TempDir::new().unwrap();
+    for (ranges, field, reason) in [
+        (
+            "[192.0.2.0/24, \"2001:db8::/129\"]",
+            "spec.sourceRanges[1]",
+            "\"2001:db8::/129\" is not an IP address or CIDR",
+        ),
+        (
+            "[10.1.2.3/8]",
+            "spec.sourceRanges[0]",
+            "\"10.1.2.3/8\" has host bits set: write 10.0.0.0/8 for the whole range, or 10.1.2.3/32",
+        ),
+    ] {
+        let file = write(
+            dir.path(),
+            "hooks.yaml",
+            &docs(&[
+                SECRET,
+                &integration("stripe", &format!("  sourceRanges: {ranges}")),
+            ]),
+        );
+        let shown = load(std::slice::from_ref(&file))
+            .route_table()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            shown.starts_with(&format!(
+                "{}: WebhookIntegration payments/stripe: {field}: {reason}",
+                file.display()
+            )),
+            "{shown}"
+        );
+    }
+}
+
+#[test]
 fn a_metadata_destination_is_refused_naming_file_object_and_field() {
     let dir = TempDir::new().unwrap();
     for (url, reason) in [

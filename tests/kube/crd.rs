@@ -193,6 +193,31 @@ fn invalid_specs() -> Vec<(&'static str, String, &'static str)> {
             ),
             "spec.scheme.verifyTokenRef.name",
         ),
+        // sourceRanges (issue 17): the items' pattern and maxItems; the exact parse (host bits,
+        // IPv4-mapped IPv6) is src/crd/validate/source.rs, as InvalidSpec.
+        (
+            "a source range with an octet over 255",
+            base("  sourceRanges: [192.0.2.0/24, 10.0.0.300/8]\n"),
+            "spec.sourceRanges[1]",
+        ),
+        (
+            "a host name as a source range",
+            base("  sourceRanges: [hooks.stripe.com]\n"),
+            "spec.sourceRanges[0]",
+        ),
+        (
+            "an IPv6 prefix over 128",
+            base("  sourceRanges: [\"2001:db8::/129\"]\n"),
+            "spec.sourceRanges[0]",
+        ),
+        (
+            "more than 256 source ranges",
+            base(&format!(
+                "  sourceRanges: [{}]\n",
+                vec!["192.0.2.0/24"; 257].join(", ")
+            )),
+            "spec.sourceRanges",
+        ),
         (
             "generated keys for a secret the provider issues",
             format!("  scheme: {{type: zoom}}\n{KEYS}{DELIVERY}  rotation: {{generate: true}}\n"),
@@ -247,7 +272,14 @@ fn crd_is_established_explained_and_refuses_every_invalid_integration() {
         );
         std::thread::sleep(std::time::Duration::from_millis(500));
     };
-    for field in ["scheme", "keys", "delivery", "rotation", "replay"] {
+    for field in [
+        "scheme",
+        "keys",
+        "delivery",
+        "rotation",
+        "replay",
+        "sourceRanges",
+    ] {
         assert!(
             explained.contains(field),
             "kubectl explain whi.spec lacks {field}:\n{explained}"

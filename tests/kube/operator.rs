@@ -304,6 +304,7 @@ async fn rotation_on_real_time_with_real_traffic_hot_swaps_keys_and_delivers() {
         .unwrap()
         .to_string();
 
+    receiver.wait_ready("receiver").await;
     let body = |n: u32| format!(r#"{{"id":"evt_rot_{n}","type":"invoice.paid","data":{{}}}}"#);
     let send = async |n: u32, key: Option<&str>| {
         post(
@@ -312,7 +313,6 @@ async fn rotation_on_real_time_with_real_traffic_hot_swaps_keys_and_delivers() {
         )
         .await
     };
-    receiver.wait_ready("receiver").await;
     wait_for(
         "the receiver routes pay",
         Duration::from_secs(30),

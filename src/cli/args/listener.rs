@@ -52,6 +52,11 @@ pub struct ListenerArgs {
     /// rest are counted in hookgate_refusal_logs_dropped_total. 0: log every refusal.
     #[arg(long, default_value_t = crate::receiver::refusal_log::REFUSAL_LOG_RPS, env = "HOOKGATE_REFUSAL_LOG_RPS")]
     pub refusal_log_rps: u32,
+    /// Proxies in front of the receiver that each append to X-Forwarded-For (a load balancer,
+    /// an ingress controller). A route with spec.sourceRanges checks the entry this many from
+    /// the right; 0: the connection's peer address, and X-Forwarded-For is ignored.
+    #[arg(long, default_value_t = crate::receiver::client::TRUSTED_PROXIES, env = "HOOKGATE_TRUSTED_PROXIES")]
+    pub trusted_proxies: u8,
 }
 
 impl ListenerArgs {

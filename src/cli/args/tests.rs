@@ -106,3 +106,38 @@ fn send_takes_a_body_or_a_handshake_and_the_variant_only_after_equals() {
     let e = send_args(&["--handshake=pong"]).unwrap_err().to_string();
     assert!(e.contains("interactions") && e.contains("events"), "{e}");
 }
+
+/// The listener flags of `receiver` and `standalone`.
+fn listener_args(argv: &[&str]) -> Result<ListenerArgs, clap::Error> {
+    match Cli::try_parse_from(argv)?.command {
+        Command::Standalone(a) => Ok(a.listener),
+        Command::Receiver(a) => Ok(a.listener),
+        other => panic!("no listener flags: {other:?}"),
+    }
+}
+
+#[test]
+fn trusted_proxies_default_to_none_and_reach_both_receiving_roles() {
+    let standalone = ["hookgate", "standalone", "-f", "x.yaml"];
+    let receiver = [
+        "hookgate",
+        "receiver",
+        "--namespace",
+        "n",
+        "--database-url",
+        "sqlite://x",
+    ];
+    assert_eq!(
+        listener_args(&standalone).unwrap().trusted_proxies,
+        crate::receiver::client::TRUSTED_PROXIES
+    );
+    assert_eq!(crate::receiver::client::TRUSTED_PROXIES, 0);
+    for base in [&standalone[..], &receiver[..]] {
+        let argv = [base, &["--trusted-proxies", "2"]].concat();
+        assert_eq!(listener_args(&argv).unwrap().trusted_proxies, 2, "{argv:?}");
+        for bad in ["-1", "256", "one"] {
+            let argv = [base, &["--trusted-proxies", bad]].concat();
+            assert!(listener_args(&argv).is_err(), "{argv:?}");
+        }
+    }
+}

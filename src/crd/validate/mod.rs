@@ -3,6 +3,9 @@
 
 mod delivery;
 mod scheme;
+mod source;
+
+pub use source::source_ranges;
 
 use super::{FieldSource, SchemeType, WebhookIntegrationSpec, limits};
 use crate::destination;
@@ -305,6 +308,7 @@ pub fn spec(spec: &WebhookIntegrationSpec) -> Result<(), FieldError> {
         }
     }
     delivery::worker_fields(spec)?;
+    source_ranges(&spec.source_ranges)?;
     if let Some(l) = &spec.limits {
         if l.max_body_bytes
             .is_some_and(|b| b == 0 || b > 64 * 1024 * 1024)

@@ -411,6 +411,22 @@ fn each_invalid_field_is_named_exactly() {
             "spec.limits.burst",
             "must be between 1 and 100000",
         ),
+        // sourceRanges: the index and the entry itself are named.
+        (
+            "sourceRanges: [10.0.0.0/8, 10.0.0.300/32]",
+            "spec.sourceRanges[1]",
+            "\"10.0.0.300/32\" is not an IP address or CIDR",
+        ),
+        (
+            "sourceRanges: [192.0.2.1/24]",
+            "spec.sourceRanges[0]",
+            "host bits set: write 192.0.2.0/24",
+        ),
+        (
+            "sourceRanges: [\"::ffff:192.0.2.0/120\"]",
+            "spec.sourceRanges[0]",
+            "IPv4-mapped",
+        ),
         (
             "scheme: {type: hmac-sha256, signedPayload: '{body}'}",
             "spec.scheme.signedPayload",
