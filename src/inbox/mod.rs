@@ -14,6 +14,7 @@ macro_rules! backend {
 }
 
 mod batch;
+mod catch_up;
 mod complete;
 mod dead_letters;
 mod dedupe;
@@ -24,10 +25,11 @@ mod list;
 mod retention;
 mod stats;
 
+pub use catch_up::{CatchUpLock, CatchUpRun, RunResult};
 pub use complete::Completer;
 pub use dead_letters::*;
 pub use delivery::{Advance, Attempt, CLAIM_PG, Claimed, Completion};
-pub use event::{EventSummary, InsertOutcome, ListFilter, NewEvent, Status};
+pub use event::{Arrival, EventSummary, InsertOutcome, ListFilter, NewEvent, Status};
 pub use group::{GroupCommit, GroupCommitConfig, MAX_BATCH};
 pub use stats::InboxStat;
 

@@ -192,6 +192,23 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
         secrets,
         &scheme.signature_headers(),
     )?;
+    let credential = match &spec.catch_up {
+        Some(c) => Some(secret_value(
+            secrets,
+            &namespace,
+            "spec.catchUp.credentialRef",
+            &c.credential_ref,
+        )?),
+        None => None,
+    };
+    let catch_up = super::catch_up::compile(
+        spec,
+        &integration,
+        scheme.name(),
+        credential,
+        &event_id,
+        &event_type,
+    )?;
     let replay = spec.replay.clone().unwrap_or_default();
     let tolerance = match &replay.tolerance {
         Some(t) => validate::duration("spec.replay.tolerance", t)?,
@@ -230,5 +247,6 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
         max_body_bytes: limits.max_body_bytes.unwrap_or(defaults::MAX_BODY_BYTES) as usize,
         rate,
         delivery: Arc::new(delivery),
+        catch_up: catch_up.map(Arc::new),
     })
 }

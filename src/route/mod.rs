@@ -2,6 +2,7 @@
 //! (parsed keys, header names, limits) and what a worker needs per delivery. Compiled once per
 //! route build, never per request; the controller and `hookgate standalone` share `compile`.
 
+pub mod catch_up;
 mod compile;
 mod secrets;
 pub mod target;
@@ -83,6 +84,8 @@ pub struct CompiledRoute {
     pub rate: Option<Quota>,
     /// Shared with the workers, which look targets up by integration.
     pub delivery: Arc<DeliveryTarget>,
+    /// `spec.catchUp`, for the workers' catch-up runs.
+    pub catch_up: Option<Arc<catch_up::CatchUpTarget>>,
 }
 
 impl CompiledRoute {
