@@ -70,8 +70,24 @@ pub(super) fn catch_up(spec: &WebhookIntegrationSpec) -> Result<(), FieldError> 
             ));
         }
     }
-    if let Some(l) = &c.lookback {
-        duration("spec.catchUp.lookback", l)?;
+    let lookback = match &c.lookback {
+        Some(l) => duration("spec.catchUp.lookback", l)?,
+        None => defaults::CATCH_UP_LOOKBACK,
+    };
+    // An event pruned from the inbox (and so its dedupe key) but still listed by the provider
+    // would be caught up again as new, and delivered twice.
+    let dedupe = match spec.retention.as_ref().and_then(|r| r.dedupe.as_ref()) {
+        Some(d) => duration("spec.retention.dedupe", d)?,
+        None => defaults::RETENTION_DEDUPE,
+    };
+    if lookback > dedupe {
+        return Err(FieldError::new(
+            "spec.catchUp.lookback",
+            format!(
+                "must not exceed retention.dedupe ({}): events pruned from the inbox would be caught up again and delivered twice",
+                limits::written(dedupe)
+            ),
+        ));
     }
     if let Some(u) = &c.api_base_url {
         api_base_url("spec.catchUp.apiBaseUrl", u)?;
