@@ -379,6 +379,15 @@ async fn paddle_events_are_caught_up_and_a_later_webhook_is_a_duplicate(inbox: I
     let reply = s.h.send("t/paddle", &webhook.to_string(), opts()).await;
     assert_eq!(reply.json, duplicate());
     assert_eq!(s.rows("t/paddle").await.len(), 3);
+    // An ordinary duplicate: not counted as a dedupe conflict (which a differing body would be).
+    let conflicts: i64 = crate::on!(&s.inbox, pool => sqlx::query_scalar(
+        "SELECT CAST(SUM(dedupe_conflicts) AS BIGINT) FROM inbox_events").fetch_one(pool).await.unwrap());
+    assert_eq!(conflicts, 0);
+    assert!(
+        !s.h.metrics
+            .encode()
+            .contains("hookgate_dedupe_conflicts_total{")
+    );
 }
 
 async fn github_deliveries_missing_from_the_inbox_are_redelivered(inbox: Inbox) {
