@@ -391,17 +391,19 @@ async fn paddle_events_are_caught_up_and_a_later_webhook_is_a_duplicate(inbox: I
 }
 
 async fn github_deliveries_missing_from_the_inbox_are_redelivered(inbox: Inbox) {
-    let mut p = Provider::default();
-    p.deliveries = vec![
-        // Oldest first: g-ok was delivered; g-lost failed twice; g-later failed then succeeded;
-        // g-fresh failed seconds ago (GitHub may still bring it).
-        provider::delivery(1, "g-ok", ago(7200), 200),
-        provider::delivery(2, "g-lost", ago(7000), 503),
-        provider::delivery(3, "g-later", ago(6900), 502),
-        provider::delivery(4, "g-lost", ago(6800), 0),
-        provider::delivery(5, "g-later", ago(6700), 200),
-        provider::delivery(6, "g-fresh", ago(5), 504),
-    ];
+    let p = Provider {
+        deliveries: vec![
+            // Oldest first: g-ok was delivered; g-lost failed twice; g-later failed then succeeded;
+            // g-fresh failed seconds ago (GitHub may still bring it).
+            provider::delivery(1, "g-ok", ago(7200), 200),
+            provider::delivery(2, "g-lost", ago(7000), 503),
+            provider::delivery(3, "g-later", ago(6900), 502),
+            provider::delivery(4, "g-lost", ago(6800), 0),
+            provider::delivery(5, "g-later", ago(6700), 200),
+            provider::delivery(6, "g-fresh", ago(5), 504),
+        ],
+        ..Provider::default()
+    };
     let s = Setup::new(inbox, p, KEY).await;
     let push = |guid: &str| hookgate::cli::send::SendOptions {
         event_id: Some(guid.into()),
