@@ -6,7 +6,7 @@
 //! `tests/it/architecture.rs` fails on an import against the direction):
 //! - core, no I/O and no role: `time`, `redact`, `signature`, `destination`, `crd`, `route`;
 //! - storage and plumbing: `inbox`, `manifest`, `metrics`, `tls`, `http`;
-//! - roles, which never import each other: `receiver`, `worker`, `controller`;
+//! - roles, which never import each other: `receiver`, `worker`, `controller`, `catch_up`;
 //! - entry points: `run` (one per role, plus standalone);
 //! - user interfaces: `cli`, then `plugin` (kubectl-hookgate).
 
@@ -24,6 +24,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod tls;
 // roles
+pub mod catch_up;
 pub mod controller;
 pub mod receiver;
 pub mod worker;

@@ -83,6 +83,9 @@ pub struct Metrics {
     pub key_phase: Family<KeyPhaseLabels, Gauge>,
     /// Refusal log lines the receiver's per-process budget dropped (one flood, one number).
     pub refusal_logs_dropped: Counter,
+    pub catch_up_missing: Family<IntegrationLabels, Counter>,
+    pub catch_up_present: Family<IntegrationLabels, Counter>,
+    pub catch_up_errors: Family<ReasonLabels, Counter>,
     /// The key phase series set per integration: prometheus-client cannot list a family's label
     /// sets, and a key that left the spec must lose its series.
     key_phase_index: Mutex<HashMap<String, HashSet<KeyPhaseLabels>>>,
@@ -115,6 +118,9 @@ impl Metrics {
             verified_requests: Family::default(),
             key_phase: Family::default(),
             refusal_logs_dropped: Counter::default(),
+            catch_up_missing: Family::default(),
+            catch_up_present: Family::default(),
+            catch_up_errors: Family::default(),
             key_phase_index: Mutex::default(),
             registry: Registry::with_prefix("hookgate"),
         };
@@ -200,7 +206,42 @@ impl Metrics {
             "Refused requests whose log line the receiver dropped to stay within its per-process line budget (--refusal-log-rps)",
             m.refusal_logs_dropped.clone(),
         );
+        r.register(
+            "catch_up_missing",
+            "Events catch-up found missing from the inbox: stored from the provider's API (Stripe, Paddle) or redelivered through it (GitHub) (workers)",
+            m.catch_up_missing.clone(),
+        );
+        r.register(
+            "catch_up_present",
+            "Events catch-up listed that the inbox already held (workers)",
+            m.catch_up_present.clone(),
+        );
+        r.register(
+            "catch_up_errors",
+            "Failed catch-up runs by reason (unauthorized, forbidden, rate_limited, provider_unavailable, network, bad_response, inbox) (workers)",
+            m.catch_up_errors.clone(),
+        );
         Metrics { registry, ..m }
+    }
+
+    /// One failed catch-up run of `integration`; `reason` is a fixed label.
+    pub fn catch_up_error(&self, integration: &str, reason: &'static str) {
+        self.catch_up_errors
+            .get_or_create(&ReasonLabels {
+                integration: integration.to_string(),
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// `n` more events of `integration` found missing (`missing`) or already held.
+    pub fn catch_up_events(&self, integration: &str, missing: u64, present: u64) {
+        let labels = IntegrationLabels {
+            integration: integration.to_string(),
+        };
+        // Created even at zero, so the series exists from the first run on.
+        self.catch_up_missing.get_or_create(&labels).inc_by(missing);
+        self.catch_up_present.get_or_create(&labels).inc_by(present);
     }
 
     pub fn request(&self, integration: &str, outcome: &str) {

@@ -99,6 +99,22 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Error> 
             Err(e) => tracing::warn!(error = %e, "could not read inbox figures for status"),
         }
     }
+    if let (Some(inbox), Some(_)) = (&ctx.inbox, &wi.spec.catch_up) {
+        match inbox.catch_up_run(&integration).await {
+            Ok(run) => {
+                let prev = wi.status.as_ref().map(|s| s.conditions.as_slice());
+                let generation = wi.metadata.generation;
+                plan::catch_up::set_catch_up(
+                    &mut plan,
+                    prev.unwrap_or_default(),
+                    generation,
+                    now,
+                    run.as_ref(),
+                );
+            }
+            Err(e) => tracing::warn!(error = %e, "could not read catch-up runs for status"),
+        }
+    }
     if plan.remove_route {
         delete_route(wi, ctx).await?;
     }

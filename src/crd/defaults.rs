@@ -24,6 +24,23 @@ pub fn retry_schedule() -> Vec<Duration> {
 pub const ROTATION_OVERLAP: Duration = Duration::from_secs(72 * 60 * 60);
 pub const KEEP_RETIRED: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 pub const SIGNED_PAYLOAD: &str = "{timestamp}.{event_id}.{body}";
+/// `spec.catchUp.interval` when unset, and the shortest accepted: providers rate-limit their APIs.
+pub const CATCH_UP_INTERVAL: Duration = Duration::from_secs(10 * 60);
+pub const CATCH_UP_MIN_INTERVAL: Duration = Duration::from_secs(60);
+/// `spec.catchUp.lookback` when unset: as long as Stripe and GitHub retry a failed delivery.
+pub const CATCH_UP_LOOKBACK: Duration = Duration::from_secs(72 * 60 * 60);
+/// Events younger than this are left to the webhook probably in flight: catching them up would
+/// be harmless (dedupe) but would count them as missing when they are not.
+pub const CATCH_UP_SETTLE: Duration = Duration::from_secs(2 * 60);
+
+/// `spec.catchUp.apiBaseUrl` when unset: the provider's public API.
+pub fn catch_up_api(provider: super::CatchUpProvider) -> &'static str {
+    match provider {
+        super::CatchUpProvider::Stripe => "https://api.stripe.com",
+        super::CatchUpProvider::Github => "https://api.github.com",
+        super::CatchUpProvider::Paddle => "https://api.paddle.com",
+    }
+}
 
 /// `/hooks/{namespace}/{name}`
 pub fn path(namespace: &str, name: &str) -> String {

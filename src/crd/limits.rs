@@ -24,6 +24,9 @@ pub const DURATIONS: &[(&str, Duration)] = &[
     ("spec.rotation.overlap", Duration::from_secs(365 * DAY)),
     ("spec.rotation.keepRetired", Duration::from_secs(3650 * DAY)),
     ("spec.rotation.every", Duration::from_secs(3650 * DAY)),
+    ("spec.catchUp.interval", Duration::from_secs(DAY)),
+    // Stripe lists events of the last 30 days only.
+    ("spec.catchUp.lookback", Duration::from_secs(30 * DAY)),
 ];
 
 /// Longest duration string: keeps the schema's validation rule cheap for the API server.
@@ -139,6 +142,8 @@ transforms! {
     rotation_overlap => "spec.rotation.overlap",
     keep_retired => "spec.rotation.keepRetired",
     rotation_every => "spec.rotation.every",
+    catch_up_interval => "spec.catchUp.interval",
+    catch_up_lookback => "spec.catchUp.lookback",
 }
 
 #[cfg(test)]

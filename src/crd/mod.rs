@@ -40,6 +40,9 @@ pub use status::{Condition, KeyStatus, WebhookIntegrationStatus};
 }, {
     "rule": "!(has(self.rotation) && has(self.rotation.generate) && self.rotation.generate) || self.scheme.type in ['github', 'slack', 'shopify', 'standard-webhooks', 'hmac-sha256', 'twitch', 'gitlab']",
     "message": "rotation.generate: only for shared-secret schemes whose secret we choose (github, slack, shopify, standard-webhooks, hmac-sha256, twitch, gitlab)"
+}, {
+    "rule": "!has(self.catchUp) || self.catchUp.provider == self.scheme.type",
+    "message": "catchUp.provider must be the integration's own scheme.type (stripe, github or paddle)"
 }]))]
 pub struct WebhookIntegrationSpec {
     /// Public path of the receiver route. Default: `/hooks/{namespace}/{name}`.
@@ -87,6 +90,10 @@ pub struct WebhookIntegrationSpec {
     /// Staged key rotation (controller only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotation: Option<RotationSpec>,
+    /// Pull the provider's event list on a schedule and store what the inbox never received
+    /// (workers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catch_up: Option<CatchUpSpec>,
 }
 
 impl WebhookIntegrationSpec {
@@ -95,8 +102,67 @@ impl WebhookIntegrationSpec {
         let mut refs: Vec<&SecretKeyRef> = self.keys.iter().map(|k| &k.secret_ref).collect();
         refs.extend(&self.delivery.signing_secret_ref);
         refs.extend(&self.scheme.verify_token_ref);
+        refs.extend(self.catch_up.as_ref().map(|c| &c.credential_ref));
         refs
     }
+}
+
+/// Which provider API catch-up reads. Each must be the integration's own scheme.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CatchUpProvider {
+    /// `GET /v1/events` with the secret (or restricted) key.
+    Stripe,
+    /// A repository webhook's deliveries; missing ones are redelivered through the API.
+    Github,
+    /// `GET /events` with an API key.
+    Paddle,
+}
+
+/// Catch-up with the provider's API: on every `interval`, list the events of the last `lookback`
+/// and store (Stripe, Paddle) or have redelivered (GitHub) those the inbox does not hold.
+#[derive(Deserialize, Serialize, Clone, Debug, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "(self.provider == 'github') == has(self.github)",
+    "message": "github is required for provider github and applies only to it"
+}]))]
+pub struct CatchUpSpec {
+    pub provider: CatchUpProvider,
+    /// Secret key holding the API credential: Stripe secret or restricted key (read access to
+    /// events), GitHub token (repository hooks: read and write), Paddle API key. Never logged.
+    pub credential_ref: SecretKeyRef,
+    /// How often to catch up. Default `10m`; at least `1m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"), transform = limits::catch_up_interval)]
+    pub interval: Option<String>,
+    /// How far back each run looks. Default `72h`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"), transform = limits::catch_up_lookback)]
+    pub lookback: Option<String>,
+    /// The API's base URL, for tests and private endpoints: `https://…`, or `http://` to a
+    /// loopback host only (127.0.0.1, ::1, localhost). Default: the provider's public API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^https?://[^?#]+$"), length(max = 2048))]
+    pub api_base_url: Option<String>,
+    /// Provider `github`: the repository webhook whose deliveries to check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub github: Option<GithubCatchUp>,
+}
+
+/// A repository webhook. GitHub App webhooks (which need an App JWT) are not supported yet.
+#[derive(Deserialize, Serialize, Clone, Debug, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GithubCatchUp {
+    /// `owner/repo`.
+    #[schemars(
+        regex(pattern = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"),
+        length(max = 201)
+    )]
+    pub repository: String,
+    /// The webhook's id (Settings > Webhooks, the number in the hook's URL).
+    #[schemars(range(min = 1), extend("format" = "int64"))]
+    pub hook_id: u64,
 }
 
 /// How the controller moves keys through Active -> Retiring -> Retired.

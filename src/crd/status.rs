@@ -28,6 +28,12 @@ pub struct WebhookIntegrationStatus {
     pub last_received_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dedupe_conflicts: Option<i64>,
+    /// `spec.catchUp`: when the last catch-up run completed (read from the inbox database).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_catch_up_at: Option<String>,
+    /// `spec.catchUp`: events catch-up found missing, in all runs recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catch_up_missing: Option<i64>,
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema, PartialEq)]

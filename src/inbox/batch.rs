@@ -6,8 +6,8 @@
 //! gets a `VALUES` list (statements are prepared in-process there, so their number costs little).
 
 use super::Result;
-use super::dedupe::{Incoming, Key, Nonces};
-use super::{Inbox, InsertOutcome, NewEvent, Status};
+use super::dedupe::{Incoming, Key, Nonces, Stored};
+use super::{Arrival, Inbox, InsertOutcome, NewEvent, Status};
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::{PgConnection, QueryBuilder, Row, Sqlite, SqliteConnection};
@@ -23,7 +23,7 @@ trait BatchTx {
     /// Inserts the events (distinct keys); returns the row id per inserted (integration, event id).
     async fn insert_events(&mut self, evs: &[&NewEvent]) -> Result<HashMap<Key, i64>>;
     /// The stored body hash of each of these keys that exists.
-    async fn stored_hashes(&mut self, evs: &[&NewEvent]) -> Result<HashMap<Key, Vec<u8>>>;
+    async fn stored_hashes(&mut self, evs: &[&NewEvent]) -> Result<HashMap<Key, Stored>>;
     /// Gives back the digests of events that were not stored, as a rolled-back attempt would.
     async fn forget_nonces(&mut self, evs: &[&NewEvent]) -> Result<()>;
     async fn count_conflict(&mut self, ev: &NewEvent) -> Result<()>;
@@ -101,9 +101,26 @@ async fn run<T: BatchTx>(tx: &mut T, events: &[NewEvent]) -> Result<Vec<InsertOu
 }
 
 fn signed_at(ev: &NewEvent) -> Option<DateTime<Utc>> {
-    ev.verified
-        .timestamp()
-        .and_then(|t| DateTime::<Utc>::from_timestamp(t, 0))
+    ev.signed_at
+}
+
+/// `(integration, event_id, body_sha256, source)` rows as the dedupe rule reads them.
+fn stored_of<R: Row>(rows: &[R]) -> Result<HashMap<Key, Stored>>
+where
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> Vec<u8>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    usize: sqlx::ColumnIndex<R>,
+{
+    rows.iter()
+        .map(|r| {
+            let source: String = r.try_get(3)?;
+            let stored = Stored {
+                body_sha256: r.try_get(2)?,
+                caught_up: source == Arrival::CatchUp.as_str(),
+            };
+            Ok(((r.try_get(0)?, r.try_get(1)?), stored))
+        })
+        .collect()
 }
 
 fn next_attempt(ev: &NewEvent) -> Option<DateTime<Utc>> {
@@ -124,13 +141,14 @@ const PG_NONCES: &str = "INSERT INTO signature_nonces (integration, digest, expi
 
 const PG_EVENTS: &str = "INSERT INTO inbox_events (integration, event_id, event_type, scheme, \
      key_id, signed_at, headers, content_type, body, body_sha256, status, next_attempt_at, received_at, \
-     last_error, dead_lettered_at) \
+     last_error, dead_lettered_at, source, source_credential) \
      SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
      $6::timestamptz[], $7::jsonb[], $8::text[], $9::bytea[], $10::bytea[], $11::text[], \
-     $12::timestamptz[], $13::timestamptz[], $14::text[], $15::timestamptz[]) \
+     $12::timestamptz[], $13::timestamptz[], $14::text[], $15::timestamptz[], $16::text[], \
+     $17::text[]) \
      ON CONFLICT (integration, event_id) DO NOTHING RETURNING id, integration, event_id";
 
-const PG_HASHES: &str = "SELECT integration, event_id, body_sha256 FROM inbox_events \
+const PG_HASHES: &str = "SELECT integration, event_id, body_sha256, source FROM inbox_events \
      WHERE (integration, event_id) IN (SELECT * FROM UNNEST($1::text[], $2::text[]))";
 
 const PG_FORGET: &str = "DELETE FROM signature_nonces \
@@ -181,7 +199,7 @@ impl BatchTx for On<'_, PgConnection> {
             .bind(col(|e| Some(&e.event_id)))
             .bind(col(|e| e.event_type.as_deref()))
             .bind(col(|e| Some(e.scheme)))
-            .bind(col(|e| Some(e.verified.key_id())))
+            .bind(col(|e| Some(&e.key_id)))
             .bind(evs.iter().map(|e| signed_at(e)).collect::<Vec<_>>())
             .bind(evs.iter().map(|e| Json(&e.headers)).collect::<Vec<_>>())
             .bind(col(|e| e.content_type.as_deref()))
@@ -192,6 +210,8 @@ impl BatchTx for On<'_, PgConnection> {
             .bind(evs.iter().map(|e| e.received_at).collect::<Vec<_>>())
             .bind(col(|e| e.last_error.as_deref()))
             .bind(evs.iter().map(|e| dead_lettered_at(e)).collect::<Vec<_>>())
+            .bind(col(|e| Some(e.arrival.as_str())))
+            .bind(col(|e| e.credential.as_deref()))
             .fetch_all(&mut *self.0)
             .await?;
         rows.iter()
@@ -199,16 +219,14 @@ impl BatchTx for On<'_, PgConnection> {
             .collect()
     }
 
-    async fn stored_hashes(&mut self, evs: &[&NewEvent]) -> Result<HashMap<Key, Vec<u8>>> {
+    async fn stored_hashes(&mut self, evs: &[&NewEvent]) -> Result<HashMap<Key, Stored>> {
         let ids: Vec<&str> = evs.iter().map(|e| e.event_id.as_str()).collect();
         let rows = sqlx::query(PG_HASHES)
             .bind(integrations(evs))
             .bind(ids)
             .fetch_all(&mut *self.0)
             .await?;
-        rows.iter()
-            .map(|r| Ok(((r.try_get(0)?, r.try_get(1)?), r.try_get(2)?)))
-            .collect()
+        stored_of(&rows)
     }
 
     async fn forget_nonces(&mut self, evs: &[&NewEvent]) -> Result<()> {
@@ -254,14 +272,14 @@ impl BatchTx for On<'_, SqliteConnection> {
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT INTO inbox_events (integration, event_id, event_type, scheme, key_id, \
              signed_at, headers, content_type, body, body_sha256, status, next_attempt_at, received_at, \
-             last_error, dead_lettered_at) ",
+             last_error, dead_lettered_at, source, source_credential) ",
         );
         q.push_values(evs, |mut b, e| {
             b.push_bind(e.integration.as_str())
                 .push_bind(e.event_id.as_str())
                 .push_bind(e.event_type.as_deref())
                 .push_bind(e.scheme)
-                .push_bind(e.verified.key_id())
+                .push_bind(e.key_id.as_str())
                 .push_bind(signed_at(e))
                 .push_bind(Json(&e.headers))
                 .push_bind(e.content_type.as_deref())
@@ -271,7 +289,9 @@ impl BatchTx for On<'_, SqliteConnection> {
                 .push_bind(next_attempt(e))
                 .push_bind(e.received_at)
                 .push_bind(e.last_error.as_deref())
-                .push_bind(dead_lettered_at(e));
+                .push_bind(dead_lettered_at(e))
+                .push_bind(e.arrival.as_str())
+                .push_bind(e.credential.as_deref());
         });
         q.push(
             " ON CONFLICT (integration, event_id) DO NOTHING RETURNING id, integration, event_id",
@@ -282,16 +302,14 @@ impl BatchTx for On<'_, SqliteConnection> {
             .collect()
     }
 
-    async fn stored_hashes(&mut self, evs: &[&NewEvent]) -> Result<HashMap<Key, Vec<u8>>> {
+    async fn stored_hashes(&mut self, evs: &[&NewEvent]) -> Result<HashMap<Key, Stored>> {
         let mut q = QueryBuilder::<Sqlite>::new(
-            "SELECT integration, event_id, body_sha256 FROM inbox_events \
+            "SELECT integration, event_id, body_sha256, source FROM inbox_events \
              WHERE (integration, event_id) IN (",
         );
         push_pairs(&mut q, evs, |e| e.event_id.clone());
         let rows = q.build().fetch_all(&mut *self.0).await?;
-        rows.iter()
-            .map(|r| Ok(((r.try_get(0)?, r.try_get(1)?), r.try_get(2)?)))
-            .collect()
+        stored_of(&rows)
     }
 
     async fn forget_nonces(&mut self, evs: &[&NewEvent]) -> Result<()> {

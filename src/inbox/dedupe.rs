@@ -22,6 +22,16 @@ pub(super) struct Incoming<'e> {
     pub body_sha256: &'e [u8],
     /// The signature digest, for an event whose id the signature does not cover.
     pub nonce: Option<&'e [u8]>,
+    /// Listed by the provider's API (catch-up) rather than received as a webhook.
+    pub caught_up: bool,
+}
+
+/// What the rule reads of a stored row whose id an event also has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Stored {
+    pub body_sha256: Vec<u8>,
+    /// The row was stored by catch-up.
+    pub caught_up: bool,
 }
 
 impl<'e> From<&'e NewEvent> for Incoming<'e> {
@@ -31,6 +41,7 @@ impl<'e> From<&'e NewEvent> for Incoming<'e> {
             event_id: &ev.event_id,
             body_sha256: &ev.body_sha256,
             nonce: ev.needs_nonce.then_some(&ev.digest[..]),
+            caught_up: ev.arrival == super::Arrival::CatchUp,
         }
     }
 }
@@ -138,7 +149,10 @@ impl<'e> Inserts<'e> {
 }
 
 /// Stage 3: an event whose id was taken is a provider retry when its body matches the stored
-/// one, and a conflict otherwise (also when no row could be read back).
+/// one, and a conflict otherwise (also when no row could be read back). When either copy came
+/// from catch-up it is a duplicate whatever the bytes: a provider's API renders an event in other
+/// bytes than its webhook (Paddle's webhook adds `notification_id`, spacing differs), and the
+/// id alone is the provider's word that it is the same event.
 #[derive(Debug)]
 pub(super) struct Known<'e> {
     batch: Batch<'e>,
@@ -152,13 +166,13 @@ impl Known<'_> {
     }
 
     /// The stored body hash of each key asked about that exists.
-    pub fn answer(mut self, stored: &HashMap<Key, Vec<u8>>) -> Decided {
+    pub fn answer(mut self, stored: &HashMap<Key, Stored>) -> Decided {
         let mut conflicts = Vec::new();
         for &i in &self.ask {
             let ev = &self.batch.events[i];
-            let same = stored
-                .get(&ev.key())
-                .is_some_and(|h| h[..] == ev.body_sha256[..]);
+            let same = stored.get(&ev.key()).is_some_and(|s| {
+                s.body_sha256[..] == ev.body_sha256[..] || s.caught_up || ev.caught_up
+            });
             self.batch.out[i] = Some(if same {
                 InsertOutcome::Duplicate
             } else {

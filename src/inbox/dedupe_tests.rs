@@ -57,6 +57,7 @@ impl Db {
                 event_id: e.1,
                 body_sha256: &hashes[i],
                 nonce: digests[i].as_ref().map(|d| &d[..]),
+                caught_up: false,
             })
             .collect::<Vec<_>>();
         let nonce_of = |i: usize| (evs[i].0.to_string(), digests[i].unwrap().to_vec());
@@ -89,7 +90,14 @@ impl Db {
             .iter()
             .filter_map(|&i| {
                 let key = incoming[i].key();
-                Some((key.clone(), self.rows.get(&key)?.1.clone()))
+                let body_sha256 = self.rows.get(&key)?.1.clone();
+                Some((
+                    key,
+                    Stored {
+                        body_sha256,
+                        caught_up: false,
+                    },
+                ))
             })
             .collect();
         let decided = known.answer(&stored);
@@ -166,6 +174,7 @@ fn a_row_that_cannot_be_read_back_is_a_conflict() {
         event_id: "e1",
         body_sha256: &body,
         nonce: None,
+        caught_up: false,
     };
     let inserts = Nonces::new(vec![ev]).answer(&[]);
     assert_eq!(inserts.ask(), [0]);
@@ -185,6 +194,7 @@ fn each_stage_asks_only_about_what_it_cannot_decide() {
         event_id: "e1",
         body_sha256: &bodies[i],
         nonce,
+        caught_up: false,
     };
     let nonces = Nonces::new(vec![
         ev(0, None),
@@ -199,10 +209,58 @@ fn each_stage_asks_only_about_what_it_cannot_decide() {
     let known = inserts.answer(&HashMap::from([(key.clone(), 7)]));
     // The row inserted in this batch is what its followers are compared with.
     assert_eq!(known.ask(), [1]);
-    let decided = known.answer(&HashMap::from([(key, bodies[0].to_vec())]));
+    let decided = known.answer(&HashMap::from([(key, webhook(&bodies[0]))]));
     assert_eq!(decided.outcomes(), [Inserted { id: 7 }, Conflict, Replay]);
 
     let all_new = Nonces::new(vec![ev(0, None)]).answer(&[]);
     let known = all_new.answer(&HashMap::from([(("ns/a".into(), "e1".into()), 1)]));
     assert!(known.ask().is_empty(), "nothing to read back");
+}
+
+fn webhook(body: &[u8]) -> Stored {
+    Stored {
+        body_sha256: body.to_vec(),
+        caught_up: false,
+    }
+}
+
+#[test]
+fn a_catch_up_copy_with_other_bytes_is_a_duplicate_never_a_conflict() {
+    let (api, hook) = ([1; 32], [2; 32]);
+    let key: Key = ("ns/a".into(), "evt_1".into());
+    let ev = |body, caught_up| Incoming {
+        integration: "ns/a",
+        event_id: "evt_1",
+        body_sha256: body,
+        nonce: None,
+        caught_up,
+    };
+    // (incoming body, incoming caught up, stored row, outcome)
+    let cases = [
+        // The webhook arrives after catch-up stored the API's rendering of the event.
+        (
+            &hook,
+            false,
+            Stored {
+                body_sha256: api.to_vec(),
+                caught_up: true,
+            },
+            Duplicate,
+        ),
+        // Catch-up lists an event the webhook already stored.
+        (&api, true, webhook(&hook), Duplicate),
+        // Two webhooks with different bodies under one id stay a conflict.
+        (&api, false, webhook(&hook), Conflict),
+    ];
+    for (body, caught_up, stored, want) in cases {
+        let inserts = Nonces::new(vec![ev(body, caught_up)]).answer(&[]);
+        let known = inserts.answer(&HashMap::new());
+        let decided = known.answer(&HashMap::from([(key.clone(), stored.clone())]));
+        assert_eq!(
+            decided.conflicts().is_empty(),
+            want == Duplicate,
+            "{stored:?}"
+        );
+        assert_eq!(decided.outcomes(), [want], "{stored:?}");
+    }
 }

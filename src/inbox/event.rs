@@ -53,11 +53,37 @@ impl std::str::FromStr for Status {
     }
 }
 
-/// An event ready to store. It can only be built from a [`Verified`] request. It owns its data
-/// (the body is a shared `Bytes`) so it can wait in the group-commit queue.
+/// How an event reached the inbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arrival {
+    /// A signed request to the receiver.
+    Webhook,
+    /// Listed by the provider's API during catch-up (`spec.catchUp`), with the integration's
+    /// API credential; no signature.
+    CatchUp,
+}
+
+impl Arrival {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Arrival::Webhook => "webhook",
+            Arrival::CatchUp => "catch_up",
+        }
+    }
+}
+
+/// An event ready to store: a verified request ([`NewEvent::new`], which takes a [`Verified`])
+/// or an event the provider's own API listed ([`NewEvent::caught_up`]). It owns its data (the
+/// body is a shared `Bytes`) so it can wait in the group-commit queue.
 #[derive(Debug)]
 pub struct NewEvent {
-    pub(super) verified: Verified,
+    pub(super) key_id: String,
+    /// The provider's timestamp: the signed one, or a listed event's creation time.
+    pub(super) signed_at: Option<DateTime<Utc>>,
+    pub(super) arrival: Arrival,
+    /// `secret/key` of the API credential of a caught-up event (never its value).
+    pub(super) credential: Option<String>,
     pub(super) integration: String,
     pub(super) scheme: &'static str,
     pub(super) event_id: String,
@@ -76,6 +102,14 @@ pub struct NewEvent {
     pub(super) needs_nonce: bool,
     /// The signature digest, computed only when it is needed.
     pub(super) digest: [u8; 32],
+}
+
+fn initial(ignored: bool) -> Status {
+    if ignored {
+        Status::Ignored
+    } else {
+        Status::Pending
+    }
 }
 
 impl NewEvent {
@@ -103,7 +137,12 @@ impl NewEvent {
         };
         Self {
             body_sha256: sha2::Sha256::digest(&body).into(),
-            verified,
+            key_id: verified.key_id().to_string(),
+            signed_at: verified
+                .timestamp()
+                .and_then(|t| DateTime::<Utc>::from_timestamp(t, 0)),
+            arrival: Arrival::Webhook,
+            credential: None,
             integration: integration.to_string(),
             scheme,
             event_id,
@@ -111,16 +150,52 @@ impl NewEvent {
             headers,
             content_type,
             body,
-            status: if ignored {
-                Status::Ignored
-            } else {
-                Status::Pending
-            },
+            status: initial(ignored),
             last_error: None,
             received_at,
             nonce_expires_at: crate::time::after(received_at, nonce_retention),
             digest,
             needs_nonce,
+        }
+    }
+
+    /// An event listed by the provider's API during catch-up: stored under the same dedupe key a
+    /// webhook would have, with no key id (no signature verified it) and `created` as its
+    /// provider timestamp, so completion latency counts from when the provider created it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn caught_up(
+        integration: &str,
+        scheme: &'static str,
+        event_id: String,
+        event_type: Option<String>,
+        body: bytes::Bytes,
+        created: Option<DateTime<Utc>>,
+        credential: &str,
+        ignored: bool,
+        received_at: DateTime<Utc>,
+    ) -> Self {
+        use sha2::Digest;
+        Self {
+            body_sha256: sha2::Sha256::digest(&body).into(),
+            // Key ids are 1 to 64 characters: the empty id can never be mistaken for a key's.
+            key_id: String::new(),
+            signed_at: created,
+            arrival: Arrival::CatchUp,
+            credential: Some(credential.to_string()),
+            integration: integration.to_string(),
+            scheme,
+            event_id,
+            event_type,
+            headers: serde_json::json!({}),
+            content_type: Some("application/json".into()),
+            body,
+            status: initial(ignored),
+            last_error: None,
+            received_at,
+            nonce_expires_at: received_at,
+            digest: [0; 32],
+            // No signature, so no nonce: the id alone dedupes.
+            needs_nonce: false,
         }
     }
 }
@@ -143,7 +218,10 @@ impl NewEvent {
         self.event_type.as_deref()
     }
     pub fn key_id(&self) -> &str {
-        self.verified.key_id()
+        &self.key_id
+    }
+    pub fn arrival(&self) -> Arrival {
+        self.arrival
     }
 }
 

@@ -16,6 +16,7 @@ macro_rules! backend {
 mod arrivals;
 mod audit;
 mod batch;
+mod catch_up;
 mod complete;
 mod dead_letters;
 mod dedupe;
@@ -30,10 +31,11 @@ pub use arrivals::Arrivals;
 pub use audit::{
     Actor, ActorSource, Apply, AuditAction, AuditRecord, AuditedEvent, MAX_AUDITED_EVENTS,
 };
+pub use catch_up::{CatchUpLock, CatchUpRun, RunResult};
 pub use complete::Completer;
 pub use dead_letters::*;
 pub use delivery::{Advance, Attempt, CLAIM_PG, Claimed, Completion};
-pub use event::{EventSummary, InsertOutcome, ListFilter, NewEvent, Status};
+pub use event::{Arrival, EventSummary, InsertOutcome, ListFilter, NewEvent, Status};
 pub use group::{GroupCommit, GroupCommitConfig, MAX_BATCH};
 pub use stats::InboxStat;
 

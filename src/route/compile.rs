@@ -209,6 +209,23 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
         secrets,
         &scheme.signature_headers(),
     )?;
+    let credential = match &spec.catch_up {
+        Some(c) => Some(secret_value(
+            secrets,
+            &namespace,
+            "spec.catchUp.credentialRef",
+            &c.credential_ref,
+        )?),
+        None => None,
+    };
+    let catch_up = super::catch_up::compile(
+        spec,
+        &integration,
+        scheme.name(),
+        credential,
+        &event_id,
+        &event_type,
+    )?;
     let replay = spec.replay.clone().unwrap_or_default();
     let tolerance = match &replay.tolerance {
         Some(t) => validate::duration("spec.replay.tolerance", t)?,
@@ -254,5 +271,6 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
         rate,
         delivery: Arc::new(delivery),
         source_ranges: super::SourceRanges::new(validate::source_ranges(&spec.source_ranges)?),
+        catch_up: catch_up.map(Arc::new),
     })
 }

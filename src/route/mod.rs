@@ -2,6 +2,7 @@
 //! (parsed keys, header names, limits) and what a worker needs per delivery. Compiled once per
 //! route build, never per request; the controller and `hookgate standalone` share `compile`.
 
+pub mod catch_up;
 mod compile;
 mod secrets;
 mod source_ranges;
@@ -91,6 +92,8 @@ pub struct CompiledRoute {
     pub delivery: Arc<DeliveryTarget>,
     /// `spec.sourceRanges`: checked before anything else; empty allows every address.
     pub source_ranges: SourceRanges,
+    /// `spec.catchUp`, for the workers' catch-up runs.
+    pub catch_up: Option<Arc<catch_up::CatchUpTarget>>,
 }
 
 impl CompiledRoute {

@@ -1,6 +1,7 @@
 //! `hookgate standalone`: receiver and workers from manifest files on one machine.
 
 use super::{Error, Result};
+use crate::catch_up::CatchUp;
 use crate::inbox::Inbox;
 use crate::manifest;
 use crate::metrics::Metrics;
@@ -69,6 +70,15 @@ pub async fn run(
     let targets = worker::targets(&table);
     // Workers in this process start delivering the moment the receiver commits.
     let arrivals = crate::inbox::Arrivals::default();
+    // Catch-up runs where the workers run: `--no-workers` leaves it to `hookgate worker`.
+    let catch_up = cfg.worker.as_ref().map(|_| {
+        CatchUp::new(
+            inbox.clone(),
+            crate::catch_up::targets(&table),
+            metrics.clone(),
+            Default::default(),
+        )
+    });
     let receiver = Receiver::new(table, inbox.clone(), metrics.clone(), cfg.commit)
         .with_body_timeout(cfg.body_timeout)
         .with_unverified_rps(cfg.unverified_rps)
@@ -111,6 +121,10 @@ pub async fn run(
         let rx = stopped.clone();
         tokio::spawn(async move { worker.run(signal(rx)).await })
     });
+    let catching_up = catch_up.map(|c| {
+        let rx = stopped.clone();
+        tokio::spawn(async move { c.run(signal(rx)).await })
+    });
     let served = match listener {
         Some((addr, l)) => {
             crate::http::listener::serve(l, receiver.router(), cfg.listener, signal(stopped))
@@ -124,6 +138,9 @@ pub async fn run(
     };
     if let Some(w) = workers {
         let _ = w.await;
+    }
+    if let Some(c) = catching_up {
+        let _ = c.await;
     }
     receiver.inbox().close().await;
     served

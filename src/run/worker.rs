@@ -17,6 +17,12 @@ pub async fn run(
     let worker =
         crate::worker::Worker::new(inbox.clone(), Default::default(), cfg, metrics.clone())
             .awaiting_targets();
+    let catch_up = crate::catch_up::CatchUp::new(
+        inbox.clone(),
+        Default::default(),
+        metrics.clone(),
+        Default::default(),
+    );
     if let Some(addr) = admin_listen {
         crate::http::admin::spawn(
             addr,
@@ -27,13 +33,25 @@ pub async fn run(
         .await?;
     }
     let watch = tokio::spawn({
-        let worker = worker.clone();
+        let (worker, catch_up) = (worker.clone(), catch_up.clone());
         watch_routes(client, namespace, move |table| {
+            catch_up.swap_targets(crate::catch_up::targets(&table));
             worker.swap_targets(crate::worker::targets(&table))
         })
     });
     tracing::info!("workers running; delivery targets come from compiled route Secrets");
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let catching_up = tokio::spawn(async move {
+        let mut stopped = stopped;
+        catch_up
+            .run(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await
+    });
     worker.run(shutdown).await;
+    let _ = stop.send(true);
+    let _ = catching_up.await;
     watch.abort();
     inbox.close().await;
     Ok(())

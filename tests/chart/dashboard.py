@@ -163,6 +163,20 @@ def build():
            f'max by (integration, key) (hookgate_key_phase{{{F},phase="Retiring"}}) == 1',
            "{{integration}} {{key}}")]),
     ])
+    d.row("Catch-up")
+    d.series([
+        ("Events found missing by catch-up",
+         "hookgate_catch_up_missing_total: events the provider's API listed that the inbox never received "
+         "(stored, or redelivered for GitHub), and hookgate_catch_up_present_total: listed events it already held.",
+         [(f"sum by (integration) (increase(hookgate_catch_up_missing_total{{{F}}}[1h]))", "{{integration}} missing"),
+          (f"sum by (integration) (increase(hookgate_catch_up_present_total{{{F}}}[1h]))", "{{integration}} present")],
+         "short"),
+        ("Catch-up failures by reason",
+         "hookgate_catch_up_errors_total by integration and reason (unauthorized, rate_limited, "
+         "provider_unavailable, network, ...). See the HookgateCatchUpFailing alert.",
+         [(f"sum by (integration, reason) (increase(hookgate_catch_up_errors_total{{{F}}}[1h]))",
+           "{{integration}} {{reason}}")], "short"),
+    ])
     return {
         "uid": "hookgate", "title": "hookgate", "description": "Webhook receiver, inbox and delivery (hookgate)",
         "tags": ["hookgate", "webhooks"], "timezone": "browser", "editable": True, "graphTooltip": 1,

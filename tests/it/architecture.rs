@@ -18,7 +18,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("storage", &["inbox", "tls"]),
     ("configuration and metrics", &["manifest", "metrics"]),
     ("HTTP plumbing", &["http"]),
-    ("roles", &["receiver", "worker", "controller"]),
+    ("roles", &["receiver", "worker", "controller", "catch_up"]),
     ("entry points", &["run"]),
     ("command line", &["cli"]),
     ("kubectl plugin", &["plugin"]),

@@ -8,6 +8,8 @@ mod common;
 
 mod architecture;
 mod bench;
+mod catch_up;
+mod catch_up_provider;
 mod compiled_routes;
 mod controller_plan;
 mod controller_reconcile;

@@ -9,8 +9,10 @@
 //! - [`rotation`]: keys the controller generates (`spec.rotation.generate`);
 //! - [`requeue`]: when to look again;
 //! - [`traffic`]: the inbox figures in status;
+//! - [`catch_up`]: what the workers' catch-up runs recorded, in status;
 //! - [`inputs`]: which objects the plan needs read.
 
+pub mod catch_up;
 mod conditions;
 pub mod inputs;
 mod keys;

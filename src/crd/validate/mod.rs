@@ -1,11 +1,14 @@
 //! Spec checks that need more than the CRD schema can say. Standalone runs them on every manifest;
 //! the controller runs the same ones before compiling a route.
 
+mod catch_up;
 mod delivery;
 mod scheme;
 mod source;
 
 pub use source::source_ranges;
+
+pub use catch_up::api_base_url;
 
 use super::{FieldSource, SchemeType, WebhookIntegrationSpec, limits};
 use crate::destination;
@@ -309,6 +312,7 @@ pub fn spec(spec: &WebhookIntegrationSpec) -> Result<(), FieldError> {
     }
     delivery::worker_fields(spec)?;
     source_ranges(&spec.source_ranges)?;
+    catch_up::catch_up(spec)?;
     if let Some(l) = &spec.limits {
         if l.max_body_bytes
             .is_some_and(|b| b == 0 || b > 64 * 1024 * 1024)

@@ -664,3 +664,112 @@ fn durations_use_the_crd_grammar() {
         );
     }
 }
+
+#[test]
+fn catch_up_is_checked_field_by_field() {
+    let stripe = |catch_up: &str| format!("scheme: {{type: stripe}}\ncatchUp: {catch_up}");
+    let cref = "credentialRef: {name: api, key: k}";
+    let ok = [
+        stripe(&format!("{{provider: stripe, {cref}}}")),
+        stripe(&format!(
+            "{{provider: stripe, {cref}, interval: 1m, lookback: 30d, apiBaseUrl: \"https://stripe.internal.example\"}}"
+        )),
+        stripe(&format!(
+            "{{provider: stripe, {cref}, apiBaseUrl: \"http://127.0.0.1:12111\"}}"
+        )),
+        stripe(&format!(
+            "{{provider: stripe, {cref}, apiBaseUrl: \"http://localhost:12111/\"}}"
+        )),
+        stripe(&format!(
+            "{{provider: stripe, {cref}, apiBaseUrl: \"http://[::1]:8080\"}}"
+        )),
+        format!(
+            "scheme: {{type: paddle}}\neventId: {{jsonPointer: /event_id}}\ncatchUp: {{provider: paddle, {cref}}}"
+        ),
+        format!(
+            "scheme: {{type: github}}\ncatchUp: {{provider: github, {cref}, github: {{repository: octo/hello, hookId: 7}}}}"
+        ),
+    ];
+    for case in ok {
+        assert_eq!(spec_result(&case), Ok(()), "{case}");
+    }
+    let refused = [
+        (
+            stripe(&format!("{{provider: paddle, {cref}}}")),
+            "spec.catchUp.provider",
+        ),
+        (
+            stripe(&format!("{{provider: stripe, {cref}, interval: 30s}}")),
+            "spec.catchUp.interval",
+        ),
+        (
+            stripe(&format!("{{provider: stripe, {cref}, interval: 2d}}")),
+            "spec.catchUp.interval",
+        ),
+        (
+            stripe(&format!("{{provider: stripe, {cref}, lookback: 31d}}")),
+            "spec.catchUp.lookback",
+        ),
+        (
+            format!(
+                "scheme: {{type: stripe}}\nretention: {{dedupe: 24h}}\ncatchUp: {{provider: stripe, {cref}}}"
+            ),
+            "spec.catchUp.lookback",
+        ),
+        // The credential never travels in clear beyond the host.
+        (
+            stripe(&format!(
+                "{{provider: stripe, {cref}, apiBaseUrl: \"http://api.stripe.com\"}}"
+            )),
+            "spec.catchUp.apiBaseUrl",
+        ),
+        (
+            stripe(&format!(
+                "{{provider: stripe, {cref}, apiBaseUrl: \"https://u:p@api.stripe.com\"}}"
+            )),
+            "spec.catchUp.apiBaseUrl",
+        ),
+        (
+            stripe(&format!(
+                "{{provider: stripe, {cref}, apiBaseUrl: \"https://api.stripe.com/?key=1\"}}"
+            )),
+            "spec.catchUp.apiBaseUrl",
+        ),
+        (
+            stripe(&format!(
+                "{{provider: stripe, {cref}, github: {{repository: a/b, hookId: 1}}}}"
+            )),
+            "spec.catchUp.github",
+        ),
+        (
+            format!(
+                "scheme: {{type: stripe}}\neventId: {{header: X-Id}}\ncatchUp: {{provider: stripe, {cref}}}"
+            ),
+            "spec.eventId",
+        ),
+        (
+            format!("scheme: {{type: github}}\ncatchUp: {{provider: github, {cref}}}"),
+            "spec.catchUp.github",
+        ),
+        (
+            format!(
+                "scheme: {{type: github}}\ncatchUp: {{provider: github, {cref}, github: {{repository: nope, hookId: 7}}}}"
+            ),
+            "spec.catchUp.github.repository",
+        ),
+        (
+            format!(
+                "scheme: {{type: github}}\ncatchUp: {{provider: github, {cref}, github: {{repository: a/b, hookId: 0}}}}"
+            ),
+            "spec.catchUp.github.hookId",
+        ),
+        (
+            stripe("{provider: stripe, credentialRef: {name: \"\", key: k}}"),
+            "spec.catchUp.credentialRef",
+        ),
+    ];
+    for (case, field) in refused {
+        let err = spec_result(&case).expect_err(&case);
+        assert_eq!(err.field, field, "{case}: {err}");
+    }
+}

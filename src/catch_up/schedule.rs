@@ -1,0 +1,68 @@
+//! When an integration's pass runs. Each process looks on its own clock (with jitter, so that
+//! replicas and integrations spread out); the database record decides whether a pass is due, so
+//! that all replicas together run about one pass per interval.
+
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+
+/// The share of the interval a pass may come early, which the jitter of [`next_look`] needs.
+const SLACK: f64 = 0.1;
+
+/// Whether a pass is due, given when the last one (by any process) ended.
+pub fn due(last_run_at: Option<DateTime<Utc>>, interval: Duration, now: DateTime<Utc>) -> bool {
+    let Some(last) = last_run_at else {
+        return true;
+    };
+    let early = interval.mul_f64(1.0 - SLACK);
+    crate::time::after(last, early) <= now
+}
+
+/// When this process looks again after a look at `now`: the interval ±10 %. `u` is uniform in [0, 1).
+pub fn next_look(now: DateTime<Utc>, interval: Duration, u: f64) -> DateTime<Utc> {
+    let factor = 1.0 - SLACK + 2.0 * SLACK * u.clamp(0.0, 1.0);
+    crate::time::after(now, interval.mul_f64(factor))
+}
+
+/// The first look after start: within a minute (or the interval, if shorter), so that a restart
+/// does not postpone catch-up by a whole interval and replicas started together spread out.
+pub fn first_look(now: DateTime<Utc>, interval: Duration, u: f64) -> DateTime<Utc> {
+    let window = interval.min(Duration::from_secs(60));
+    crate::time::after(now, window.mul_f64(u.clamp(0.0, 1.0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_pass_is_due_an_interval_less_the_slack_after_the_last() {
+        let ten = Duration::from_secs(600);
+        let cases = [
+            (None, "2026-12-01T10:00:00Z", true),
+            (Some("2026-12-01T10:00:00Z"), "2026-12-01T10:08:59Z", false),
+            (Some("2026-12-01T10:00:00Z"), "2026-12-01T10:09:00Z", true),
+            (Some("2026-12-01T10:00:00Z"), "2026-12-01T11:00:00Z", true),
+            // A clock behind the record's: not due, rather than a burst of passes.
+            (Some("2026-12-01T10:00:00Z"), "2026-12-01T09:00:00Z", false),
+        ];
+        for (last, now, want) in cases {
+            assert_eq!(due(last.map(at), ten, at(now)), want, "{last:?} {now}");
+        }
+    }
+
+    #[test]
+    fn looks_are_jittered_within_bounds() {
+        let now = at("2026-12-01T10:00:00Z");
+        let ten = Duration::from_secs(600);
+        assert_eq!(next_look(now, ten, 0.0), at("2026-12-01T10:09:00Z"));
+        assert_eq!(next_look(now, ten, 0.5), at("2026-12-01T10:10:00Z"));
+        assert_eq!(next_look(now, ten, 1.0), at("2026-12-01T10:11:00Z"));
+        assert_eq!(first_look(now, ten, 0.5), at("2026-12-01T10:00:30Z"));
+        let short = Duration::from_secs(20);
+        assert_eq!(first_look(now, short, 1.0), at("2026-12-01T10:00:20Z"));
+    }
+}
