@@ -238,7 +238,13 @@ async fn store(
         };
         let event_type = value(&json, &t.event_type).filter(|v| storable(v));
         let ignored = !t.allows(event_type.as_deref());
-        events.push(NewEvent::caught_up(
+        // The receiver's rule: authentic events of a version nobody supports are never delivered.
+        let unsupported = t
+            .versions
+            .as_ref()
+            .filter(|_| !ignored)
+            .and_then(|v| v.refuse(Some(&json)));
+        let event = NewEvent::caught_up(
             &t.integration,
             t.scheme,
             id,
@@ -248,7 +254,11 @@ async fn store(
             &t.credential_name,
             ignored,
             now,
-        ));
+        );
+        events.push(match unsupported {
+            Some(reason) => event.dead_lettered(reason),
+            None => event,
+        });
     }
     if events.is_empty() {
         return Ok(());

@@ -64,6 +64,9 @@ pub struct CatchUpTarget {
     pub event_type: Source,
     /// `spec.events.allow`: a caught-up event of another type is stored `ignored`, as a webhook is.
     pub allow: Option<Vec<WildMatch>>,
+    /// `spec.events.versionPointer`: a caught-up event of another version is stored dead-lettered,
+    /// as a webhook is.
+    pub versions: Option<super::Versions>,
 }
 
 impl CatchUpTarget {
@@ -146,6 +149,7 @@ pub fn compile(
             .as_ref()
             .filter(|e| !e.allow.is_empty())
             .map(|e| e.allow.iter().map(|p| WildMatch::new(p)).collect()),
+        versions: super::Versions::of(spec),
     }))
 }
 

@@ -261,12 +261,7 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
             .as_ref()
             .filter(|e| !e.allow.is_empty())
             .map(|e| e.allow.iter().map(|p| WildMatch::new(p)).collect()),
-        versions: spec.events.as_ref().and_then(|e| {
-            Some(super::Versions {
-                pointer: e.version_pointer.clone()?,
-                supported: e.supported.iter().cloned().collect(),
-            })
-        }),
+        versions: super::Versions::of(spec),
         max_body_bytes: limits.max_body_bytes.unwrap_or(defaults::MAX_BODY_BYTES) as usize,
         rate,
         delivery: Arc::new(delivery),

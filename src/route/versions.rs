@@ -19,6 +19,15 @@ pub struct Versions {
 }
 
 impl Versions {
+    /// `spec.events.versionPointer` and `supported` of a validated spec; `None` without a pointer.
+    pub fn of(spec: &crate::crd::WebhookIntegrationSpec) -> Option<Self> {
+        let events = spec.events.as_ref()?;
+        Some(Self {
+            pointer: events.version_pointer.clone()?,
+            supported: events.supported.iter().cloned().collect(),
+        })
+    }
+
     /// `None` when the event may be delivered; otherwise the reason to record, starting with
     /// [`UNSUPPORTED`]. A body that is not JSON, or has no version at the pointer, or a version
     /// that is neither a string nor a number, is unsupported: nothing says it is one we know.

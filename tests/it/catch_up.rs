@@ -57,6 +57,20 @@ spec:
 ---
 apiVersion: hookgate.dev/v1alpha1
 kind: WebhookIntegration
+metadata: {{name: paddle-v1, namespace: t}}
+spec:
+  scheme: {{type: paddle}}
+  keys: [{{id: v1, secretRef: {{name: keys, key: paddle}}}}]
+  events: {{versionPointer: /data/schema, supported: ["1"]}}
+  delivery: {{url: "http://127.0.0.1:1/sink"}}
+  catchUp:
+    provider: paddle
+    credentialRef: {{name: provider-api, key: key}}
+    apiBaseUrl: "{api}"
+    lookback: 24h
+---
+apiVersion: hookgate.dev/v1alpha1
+kind: WebhookIntegration
 metadata: {{name: github, namespace: t}}
 spec:
   scheme: {{type: github}}
@@ -445,6 +459,32 @@ async fn github_deliveries_missing_from_the_inbox_are_redelivered(inbox: Inbox) 
     );
 }
 
+/// `events.versionPointer` holds for caught-up events as for webhooks: one of another version is
+/// stored, dead-lettered with its reason, and never claimed for delivery.
+async fn caught_up_events_of_an_unsupported_version_are_dead_lettered(inbox: Inbox) {
+    let mut p = Provider::default();
+    for (i, schema) in [(1, "1"), (2, "2")] {
+        let mut ev = provider::paddle_event(
+            &format!("evt_v{i}"),
+            "transaction.completed",
+            ago(7200 - i * 60),
+        );
+        ev["data"]["schema"] = schema.into();
+        p.paddle.push(ev);
+    }
+    let s = Setup::new(inbox, p, KEY).await;
+    assert_eq!(s.pass("t/paddle-v1").await, done(2, 0));
+    let rows: Vec<(String, String, Option<String>)> = crate::on!(&s.inbox, pool => sqlx::query_as(
+        "SELECT event_id, status, last_error FROM inbox_events WHERE integration = 't/paddle-v1' \
+         ORDER BY event_id").fetch_all(pool).await.unwrap());
+    assert_eq!(rows[0].0, "evt_v1");
+    assert_eq!(rows[0].1, "pending");
+    assert_eq!(rows[1].0, "evt_v2");
+    assert_eq!(rows[1].1, "dead_letter");
+    let reason = rows[1].2.as_deref().unwrap_or_default();
+    assert!(reason.starts_with("unsupported_event_version"), "{reason}");
+}
+
 crate::on_both_backends!(
     a_stripe_gap_is_filled_exactly_once,
     pages_are_followed_across_the_whole_lookback,
@@ -452,6 +492,7 @@ crate::on_both_backends!(
     rate_limits_and_5xx_are_retried_with_backoff,
     paddle_events_are_caught_up_and_a_later_webhook_is_a_duplicate,
     github_deliveries_missing_from_the_inbox_are_redelivered,
+    caught_up_events_of_an_unsupported_version_are_dead_lettered,
 );
 
 /// Logs written while a test runs (the subscriber is this thread's; the test runtime is
