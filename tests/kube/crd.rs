@@ -218,6 +218,24 @@ fn invalid_specs() -> Vec<(&'static str, String, &'static str)> {
             )),
             "spec.sourceRanges",
         ),
+        // events.versionPointer and catchUp (issue 17): the CEL rules that pair fields.
+        (
+            "a version pointer without supported versions",
+            base("  events: {versionPointer: /api_version}\n"),
+            "spec.events",
+        ),
+        (
+            "catch-up from another provider than the scheme",
+            base("  catchUp: {provider: paddle, credentialRef: {name: api, key: key}}\n"),
+            "catchUp.provider",
+        ),
+        (
+            "github catch-up without its repository hook",
+            format!(
+                "  scheme: {{type: github}}\n{KEYS}{DELIVERY}  catchUp: {{provider: github, credentialRef: {{name: api, key: key}}}}\n"
+            ),
+            "spec.catchUp",
+        ),
         (
             "generated keys for a secret the provider issues",
             format!("  scheme: {{type: zoom}}\n{KEYS}{DELIVERY}  rotation: {{generate: true}}\n"),
@@ -279,6 +297,8 @@ fn crd_is_established_explained_and_refuses_every_invalid_integration() {
         "rotation",
         "replay",
         "sourceRanges",
+        "catchUp",
+        "events",
     ] {
         assert!(
             explained.contains(field),
