@@ -4,6 +4,7 @@
 use crate::http::reply::Reply;
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::ConnectInfo;
+use axum::http::Uri;
 use axum::{Extension, Router};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -64,6 +65,11 @@ impl Limits {
 /// kernel's backlog, but only this many at once; beyond that they are closed unanswered.
 const REFUSING: usize = 64;
 
+/// Told the path of each request the listener answers 503 `overloaded` itself (over the
+/// in-flight or the connection cap), before `app` sees it: the role counts it where it counts
+/// its other answers.
+pub type OnShed = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// Serves `app` on `listener` until `shutdown` resolves, then lets open connections finish.
 ///
 /// HTTP/1.1 only: hyper's header read timeout, which drops slow-header clients and idle
@@ -74,8 +80,22 @@ pub async fn serve(
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = shed_over(app, limits.max_in_flight);
-    let refuse = TowerToHyperService::new(Router::new().fallback(|| async { Reply::Overloaded }));
+    serve_counting(listener, app, limits, Arc::new(|_: &str| {}), shutdown).await
+}
+
+/// [`serve`], telling `on_shed` of every request the limits answer 503.
+pub async fn serve_counting(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    on_shed: OnShed,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = shed_over(app, limits.max_in_flight, on_shed.clone());
+    let refuse = TowerToHyperService::new(Router::new().fallback(move |uri: Uri| async move {
+        on_shed(uri.path());
+        Reply::Overloaded
+    }));
     let mut http = http1::Builder::new();
     // Without a timer hyper silently skips the header timeout.
     http.timer(TokioTimer::new())
@@ -123,11 +143,12 @@ pub async fn serve(
 }
 
 /// Caps the requests `app` handles at once; one over the cap is answered 503 at once.
-fn shed_over(app: Router, max_in_flight: usize) -> Router {
+fn shed_over(app: Router, max_in_flight: usize, on_shed: OnShed) -> Router {
     app.layer(
         ServiceBuilder::new()
-            .layer(HandleErrorLayer::new(|_: BoxError| async {
-                Reply::Overloaded
+            .layer(HandleErrorLayer::new(move |uri: Uri, _: BoxError| {
+                on_shed(uri.path());
+                async { Reply::Overloaded }
             }))
             .load_shed()
             // Global: one count for the whole router, whatever route a request takes.

@@ -137,6 +137,20 @@ impl Receiver {
         self
     }
 
+    /// Counts the listener's own 503 `overloaded` answers under the route's integration, like
+    /// every other answer (a path no route serves is not counted, as for `unknown_route`).
+    pub fn on_shed(&self) -> crate::http::listener::OnShed {
+        let (routes, metrics) = (self.routes.clone(), self.metrics.clone());
+        Arc::new(move |path: &str| {
+            if let Some(route) = routes.load().table.get(path) {
+                metrics.request(
+                    &route.integration,
+                    crate::http::reply::Reply::Overloaded.outcome(),
+                );
+            }
+        })
+    }
+
     /// Replaces the whole routing table; requests already running keep the table they started with.
     pub fn swap_routes(&self, table: RouteTable) {
         self.routes

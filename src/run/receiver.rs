@@ -62,8 +62,14 @@ pub async fn run(
         .await
         .map_err(crate::http::Error::bind(cfg.listen))?;
     tracing::info!(addr = %cfg.listen, namespace = %cfg.namespace, "receiver listening; routes come from compiled route Secrets");
-    let served =
-        crate::http::listener::serve(listener, receiver.router(), cfg.listener, shutdown).await;
+    let served = crate::http::listener::serve_counting(
+        listener,
+        receiver.router(),
+        cfg.listener,
+        receiver.on_shed(),
+        shutdown,
+    )
+    .await;
     watch.abort();
     pruner.abort();
     receiver.inbox().close().await;

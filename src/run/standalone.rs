@@ -126,11 +126,15 @@ pub async fn run(
         tokio::spawn(async move { c.run(signal(rx)).await })
     });
     let served = match listener {
-        Some((addr, l)) => {
-            crate::http::listener::serve(l, receiver.router(), cfg.listener, signal(stopped))
-                .await
-                .map_err(Error::serve(addr))
-        }
+        Some((addr, l)) => crate::http::listener::serve_counting(
+            l,
+            receiver.router(),
+            cfg.listener,
+            receiver.on_shed(),
+            signal(stopped),
+        )
+        .await
+        .map_err(Error::serve(addr)),
         None => {
             signal(stopped).await;
             Ok(())

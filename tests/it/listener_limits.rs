@@ -16,10 +16,12 @@ async fn serve(h: &Harness, limits: Limits) -> (SocketAddr, tokio::sync::oneshot
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let app = h.receiver.router();
-    tokio::spawn(hookgate::http::listener::serve(
+    // As the receiver role serves it: the listener's own 503s are counted by the receiver.
+    tokio::spawn(hookgate::http::listener::serve_counting(
         listener,
         app,
         limits,
+        h.receiver.on_shed(),
         async {
             let _ = stopped.await;
         },
@@ -162,6 +164,18 @@ async fn post(addr: SocketAddr, path: &str, headers: &[(String, String)], body: 
     }
 }
 
+/// `hookgate_receiver_requests_total{outcome="overloaded"}` of `integration`.
+fn overloaded_count(h: &Harness, integration: &str) -> u64 {
+    let want = format!(
+        "hookgate_receiver_requests_total{{integration=\"{integration}\",outcome=\"overloaded\"}} "
+    );
+    h.metrics
+        .encode()
+        .lines()
+        .find_map(|l| l.strip_prefix(&want))
+        .map_or(0, |v| v.parse().unwrap())
+}
+
 fn assert_overloaded(r: &Reply, took: Duration, what: &str) {
     println!("{what}: {} {} after {took:?}", r.status, r.json);
     assert_eq!((r.status.as_u16(), &r.json), (503, &error("overloaded")));
@@ -194,6 +208,8 @@ async fn requests_over_the_in_flight_cap_get_503_at_once() {
     let extra = post(addr, &path, &headers, &body).await;
     assert_overloaded(&extra, start.elapsed(), "request over the in-flight cap");
     assert_eq!(h.receiver.inbox().counts().await.unwrap().0, 0);
+    // Counted like every answer, so the receiver-503 alert sees overload too.
+    assert_eq!(overloaded_count(&h, "t/stripe"), 1);
 
     // The slots come back when the stalled requests go away.
     drop(stalled);
@@ -229,6 +245,16 @@ async fn connections_over_the_cap_get_503_at_once() {
     let start = Instant::now();
     let extra = post(addr, "/nowhere", &[], "{}").await;
     assert_overloaded(&extra, start.elapsed(), "connection over the cap");
+    // A route's request refused at the connection cap is counted under its integration; a path
+    // no route serves is not, as for unknown_route.
+    let (path, _) = h.sign("t/stripe", "{}", opts());
+    let refused = post(addr, &path, &[], "{}").await;
+    assert_overloaded(
+        &refused,
+        start.elapsed(),
+        "a route's connection over the cap",
+    );
+    assert_eq!(overloaded_count(&h, "t/stripe"), 1);
 
     drop(idle);
     let deadline = Instant::now() + Duration::from_secs(5);
