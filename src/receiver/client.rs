@@ -6,7 +6,8 @@
 //! address the first of them saw: the client. Everything left of it came from the client and is
 //! never read, so a forged leftmost entry changes nothing.
 
-use axum::http::HeaderValue;
+use axum::extract::ConnectInfo;
+use axum::http::{HeaderValue, Request};
 use std::net::{IpAddr, SocketAddr};
 
 /// `--trusted-proxies` when not given: no proxy, the peer is the client and `X-Forwarded-For`
@@ -35,6 +36,19 @@ impl Unknown {
             Unknown::Unparseable => "unparseable_forwarded_entry",
         }
     }
+}
+
+/// The peer address hookgate's listener recorded for `req`'s connection (`Router::oneshot` in
+/// tests records none).
+pub fn peer<B>(req: &Request<B>) -> Option<SocketAddr> {
+    Some(req.extensions().get::<ConnectInfo<SocketAddr>>()?.0)
+}
+
+/// [`client_addr`] of a request as served: worked out once per request, for the source check
+/// and the refusal log alike.
+pub fn of_request<B>(req: &Request<B>, trusted_hops: u8) -> Result<IpAddr, Unknown> {
+    let peer = peer(req).ok_or(Unknown::NoPeer)?;
+    client_addr(peer, req.headers().get_all("x-forwarded-for"), trusted_hops)
 }
 
 /// The client's address: the peer's with no trusted proxy, else the `trusted_hops`-th entry

@@ -4,7 +4,7 @@
 //! which is never stored.
 
 use super::Receiver;
-use super::client::{Unknown, client_addr};
+use super::client::{self, Unknown};
 use super::limits::RouteLimiter;
 use super::refusal_log::{self, Refusal};
 use super::reply;
@@ -14,11 +14,11 @@ use crate::metrics::Metrics;
 use crate::route::{CompiledRoute, Source};
 use crate::signature::{Handshake, Rejection, Subscription, Verified};
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
-use std::net::SocketAddr;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 /// What a request gets: the ordinary reply (with the scheme's finer reason when verification
@@ -37,8 +37,10 @@ impl From<Reply> for Answer {
 pub(super) async fn handle(State(rx): State<Receiver>, req: Request) -> Response {
     let started = std::time::Instant::now();
     let request_id = refusal_log::request_id(req.headers());
-    let source = refusal_log::source(&req, rx.trusted_proxies);
-    let (route, answer) = answer(&rx, req).await;
+    let client = client::of_request(&req, rx.trusted_proxies);
+    // Logged as the allowlist sees it; the peer (a proxy) when the forwarded entry is unusable.
+    let source = client.ok().or_else(|| client::peer(&req).map(|p| p.ip()));
+    let (route, answer) = answer(&rx, req, client).await;
     let integration = route.as_ref().map(|r| r.integration.as_str());
     let mut response = match answer {
         Answer::Reply(reply, detail) => {
@@ -82,13 +84,17 @@ pub(super) async fn handle(State(rx): State<Receiver>, req: Request) -> Response
 }
 
 /// The route (none for an unknown path) and what the request gets.
-async fn answer(rx: &Receiver, req: Request) -> (Option<Arc<CompiledRoute>>, Answer) {
+async fn answer(
+    rx: &Receiver,
+    req: Request,
+    client: Result<IpAddr, Unknown>,
+) -> (Option<Arc<CompiledRoute>>, Answer) {
     let routing = rx.routes.load_full();
     let path = req.uri().path();
     let (Some(route), Some(limiter)) = (routing.table.get(path), routing.limiters.get(path)) else {
         return (None, Reply::UnknownRoute.into());
     };
-    let answer = if let Err(reply) = from_allowed_source(rx, route, &req) {
+    let answer = if let Err(reply) = from_allowed_source(route, client) {
         reply.into()
     } else if req.method() == Method::GET && route.verify_token.is_some() {
         subscribe(route, limiter, req.uri().query())
@@ -112,15 +118,13 @@ fn handshake_response(h: Handshake) -> Response {
 /// `spec.sourceRanges`, before anything else, Meta's unsigned `GET` included. A refusal spends
 /// neither rate budget: it costs no body read and no signature check, no more than a 404 for an
 /// unknown path, and an outside flood must not make an allowed sender's bad signatures 429.
-fn from_allowed_source(rx: &Receiver, route: &CompiledRoute, req: &Request) -> Result<(), Reply> {
+fn from_allowed_source(
+    route: &CompiledRoute,
+    client: Result<IpAddr, Unknown>,
+) -> Result<(), Reply> {
     if route.source_ranges.is_empty() {
         return Ok(());
     }
-    let peer = req.extensions().get::<ConnectInfo<SocketAddr>>();
-    let client = peer.ok_or(Unknown::NoPeer).and_then(|peer| {
-        let xff = req.headers().get_all("x-forwarded-for");
-        client_addr(peer.0, xff, rx.trusted_proxies)
-    });
     match client {
         Ok(ip) if route.source_ranges.allows(ip) => Ok(()),
         Ok(ip) => {

@@ -4,11 +4,10 @@
 //! into a flood of log lines, so the lines share one per-process budget; what the budget drops
 //! is counted in `hookgate_refusal_logs_dropped_total` and announced on the next line written.
 
-use axum::extract::ConnectInfo;
-use axum::http::{HeaderMap, HeaderValue, Request};
+use axum::http::{HeaderMap, HeaderValue};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use prometheus_client::metrics::counter::Counter;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -103,15 +102,6 @@ fn fresh_id() -> String {
 /// The id as a header value; the id is always one (sane or hex).
 pub fn header_value(id: &str) -> Option<HeaderValue> {
     HeaderValue::from_str(id).ok()
-}
-
-/// The client's address as `spec.sourceRanges` sees it: the peer, or with `trusted_proxies`
-/// the `X-Forwarded-For` entry that many from the right; the peer (a proxy) when that entry is
-/// missing. `None` when the listener recorded no peer (`Router::oneshot` in tests).
-pub fn source<B>(req: &Request<B>, trusted_proxies: u8) -> Option<IpAddr> {
-    let peer = req.extensions().get::<ConnectInfo<SocketAddr>>()?.0;
-    let xff = req.headers().get_all("x-forwarded-for");
-    Some(super::client::client_addr(peer, xff, trusted_proxies).unwrap_or(peer.ip()))
 }
 
 #[cfg(test)]
