@@ -34,7 +34,7 @@ pub use audit::{
 pub use catch_up::{CatchUpLock, CatchUpRun, RunResult};
 pub use complete::Completer;
 pub use dead_letters::*;
-pub use delivery::{Advance, Attempt, CLAIM_PG, Claimed, Completion};
+pub use delivery::{Advance, Attempt, CLAIM_FROM_PG, CLAIM_PG, Claimed, Completion};
 pub use event::{Arrival, EventSummary, InsertOutcome, ListFilter, NewEvent, Status};
 pub use group::{GroupCommit, GroupCommitConfig, MAX_BATCH};
 pub use stats::InboxStat;

@@ -6,6 +6,7 @@
 //! long to wait) and [`ordering`] (the gate). `pool` runs the claim loop, `event` takes one
 //! claimed event through both rules, and [`deliver`] is the HTTP attempt itself.
 
+mod cursor;
 pub mod defaults;
 pub mod deliver;
 mod event;
@@ -172,8 +173,28 @@ impl Worker {
         lease_until: chrono::DateTime<Utc>,
         limit: i64,
     ) -> crate::inbox::Result<Vec<Claimed>> {
+        self.claim_as(cursor::Claim::Full, now, lease_until, limit)
+            .await
+    }
+
+    async fn claim_as(
+        &self,
+        claim: cursor::Claim,
+        now: chrono::DateTime<Utc>,
+        lease_until: chrono::DateTime<Utc>,
+        limit: i64,
+    ) -> crate::inbox::Result<Vec<Claimed>> {
         let deadline = self.inner.cfg.db.deadline();
-        crate::inbox::within(deadline, self.inner.inbox.claim(now, lease_until, limit)).await
+        let inbox = &self.inner.inbox;
+        match claim {
+            cursor::Claim::Full => {
+                crate::inbox::within(deadline, inbox.claim(now, lease_until, limit)).await
+            }
+            cursor::Claim::From(from) => {
+                let claimed = inbox.claim_due_from(now, lease_until, limit, from);
+                crate::inbox::within(deadline, claimed).await
+            }
+        }
     }
 
     /// Ready once the delivery targets are loaded (possibly none) and the inbox answers.

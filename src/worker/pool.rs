@@ -9,7 +9,7 @@ use chrono::Utc;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -31,6 +31,7 @@ impl Worker {
             self.inner.metrics.clone(),
         ));
 
+        let mut cursor = super::cursor::Cursor::default();
         tokio::pin!(shutdown);
         loop {
             while tasks.try_join_next().is_some() {}
@@ -51,14 +52,20 @@ impl Worker {
             }
             let now = Utc::now();
             let until = crate::time::after(now, cfg.lease);
-            let batch = match self.claim(now, until, free as i64).await {
+            let claim = cursor.next(Instant::now());
+            let batch = match self.claim_as(claim, now, until, free as i64).await {
                 Ok(b) => b,
                 Err(e) => {
                     tracing::warn!(error = %e, "claiming events failed; retrying");
                     Vec::new()
                 }
             };
+            cursor.claimed(claim, &batch, Instant::now());
             if batch.is_empty() {
+                if claim != super::cursor::Claim::Full {
+                    // Drained past the cursor: look from the start before going idle.
+                    continue;
+                }
                 tokio::select! {
                     _ = &mut shutdown => break,
                     _ = tokio::time::sleep(cfg.poll) => continue,

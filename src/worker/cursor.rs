@@ -1,0 +1,106 @@
+//! Where a busy worker's next claim starts. Pure: the pool asks it which claim to make and tells
+//! it what the claim returned.
+//!
+//! A full claim looks for expired leases and walks the due index from its oldest end, where the
+//! entries of events processed since the last VACUUM pile up; while a backlog lasts, that walk
+//! grows with every event delivered. Between full claims, a worker starts at the oldest due time
+//! it last claimed, past those entries. Rows due before that point are only ever an insert that
+//! committed late, a released event or an expired lease: the next full claim, at most
+//! [`FULL_CLAIM_EVERY`] later, finds them.
+
+use crate::inbox::Claimed;
+use chrono::{DateTime, Utc};
+use std::time::{Duration, Instant};
+
+/// Longest time between two full claims of a busy worker.
+pub const FULL_CLAIM_EVERY: Duration = Duration::from_secs(1);
+
+/// Which claim to make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// Expired leases and every due row ([`crate::inbox::Inbox::claim`]).
+    Full,
+    /// Due rows from this due time on ([`crate::inbox::Inbox::claim_due_from`]).
+    From(DateTime<Utc>),
+}
+
+#[derive(Debug, Default)]
+pub struct Cursor {
+    from: Option<DateTime<Utc>>,
+    full_at: Option<Instant>,
+}
+
+impl Cursor {
+    pub fn next(&self, now: Instant) -> Claim {
+        match (self.from, self.full_at) {
+            (Some(from), Some(at)) if now.saturating_duration_since(at) < FULL_CLAIM_EVERY => {
+                Claim::From(from)
+            }
+            _ => Claim::Full,
+        }
+    }
+
+    /// Records what `claim` returned. An empty claim sends the next one back to a full claim:
+    /// the region past the cursor is drained.
+    pub fn claimed(&mut self, claim: Claim, batch: &[Claimed], now: Instant) {
+        if claim == Claim::Full {
+            self.full_at = Some(now);
+        }
+        self.from = batch.iter().filter_map(|c| c.due_at).min();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(due_secs: i64) -> Claimed {
+        Claimed {
+            id: due_secs,
+            integration: "ns/x".into(),
+            event_id: format!("e{due_secs}"),
+            event_type: None,
+            headers: serde_json::json!([]),
+            content_type: None,
+            body: Vec::new(),
+            attempt: 1,
+            lease_until: DateTime::from_timestamp(10_000, 0).unwrap(),
+            received_at: DateTime::from_timestamp(due_secs, 0).unwrap(),
+            signed_at: None,
+            due_at: DateTime::from_timestamp(due_secs, 0),
+        }
+    }
+
+    #[test]
+    fn a_busy_worker_starts_at_the_oldest_due_time_it_claimed_and_goes_full_every_second() {
+        let t0 = Instant::now();
+        let mut c = Cursor::default();
+        assert_eq!(c.next(t0), Claim::Full, "the first claim is full");
+        c.claimed(Claim::Full, &[event(30), event(10), event(20)], t0);
+        let from = DateTime::from_timestamp(10, 0).unwrap();
+        assert_eq!(c.next(t0 + Duration::from_millis(10)), Claim::From(from));
+        c.claimed(
+            Claim::From(from),
+            &[event(40), event(35)],
+            t0 + Duration::from_millis(10),
+        );
+        let from = DateTime::from_timestamp(35, 0).unwrap();
+        assert_eq!(c.next(t0 + Duration::from_millis(999)), Claim::From(from));
+        // A second after the last full claim, the next one is full again, whatever the cursor.
+        assert_eq!(c.next(t0 + FULL_CLAIM_EVERY), Claim::Full);
+    }
+
+    #[test]
+    fn an_empty_claim_sends_the_next_one_back_to_a_full_claim() {
+        let t0 = Instant::now();
+        let mut c = Cursor::default();
+        c.claimed(Claim::Full, &[event(5)], t0);
+        let from = DateTime::from_timestamp(5, 0).unwrap();
+        assert_eq!(c.next(t0), Claim::From(from));
+        c.claimed(Claim::From(from), &[], t0);
+        assert_eq!(c.next(t0), Claim::Full);
+        // A full claim that finds nothing keeps it full.
+        c.claimed(Claim::Full, &[], t0);
+        assert_eq!(c.next(t0), Claim::Full);
+    }
+}
