@@ -10,6 +10,7 @@ use crate::inbox::{Inbox, InsertOutcome, NewEvent, RunResult};
 use crate::metrics::Metrics;
 use crate::route::Source;
 use crate::route::catch_up::CatchUpTarget;
+use crate::route::fields::{pointer_value, storable};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::time::Duration;
@@ -17,8 +18,6 @@ use std::time::Duration;
 /// Pages one pass reads at most: 72 h of a busy Stripe account at 100 a page is far below it,
 /// and a provider that keeps answering `has_more` cannot hold a pass forever.
 const MAX_PAGES: usize = 1000;
-/// The longest event id or type stored, as the receiver's limit.
-const MAX_FIELD_LEN: usize = 512;
 
 /// What a pass did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -279,16 +278,8 @@ async fn store(
 /// The route's source read from a listed event's JSON; headers do not exist there.
 fn value(json: &Value, source: &Source) -> Option<String> {
     match source {
-        Source::Pointer(p) => match json.pointer(p)? {
-            Value::String(s) => Some(s.clone()),
-            Value::Number(n) => Some(n.to_string()),
-            _ => None,
-        },
+        Source::Pointer(p) => pointer_value(json, p),
         Source::FirstOf(all) => all.iter().find_map(|s| value(json, s)),
         Source::Headers(_) | Source::Form(_) | Source::SignatureDigest => None,
     }
-}
-
-fn storable(field: &str) -> bool {
-    field.len() <= MAX_FIELD_LEN && !field.chars().any(char::is_control)
 }

@@ -254,7 +254,8 @@ async fn process(
     let key_id = event.key_id().to_string();
     let result = rx.intake.insert(event).await;
     let reply = reply::stored(&result, ignored);
-    if let (Reply::Accepted, Some(arrivals)) = (reply, &rx.arrivals) {
+    // Only an event to deliver wakes the workers; a dead-lettered version has nothing for them.
+    if let (Reply::Accepted, None, Some(arrivals)) = (reply, &unsupported, &rx.arrivals) {
         arrivals.committed();
     }
     if reply == Reply::Duplicate {
@@ -356,11 +357,7 @@ impl Read<'_> {
                 .find_map(|n| self.headers.get(n.as_str()))
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string),
-            Source::Pointer(p) => match self.json?.pointer(p)? {
-                Value::String(s) => Some(s.clone()),
-                Value::Number(n) => Some(n.to_string()),
-                _ => None,
-            },
+            Source::Pointer(p) => crate::route::fields::pointer_value(self.json?, p),
             Source::Form(name) => form_urlencoded::parse(self.body)
                 .find(|(n, _)| n == name)
                 .map(|(_, v)| v.into_owned()),

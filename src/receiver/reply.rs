@@ -9,8 +9,7 @@ use crate::signature::Rejection;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 
-/// Longest event id or type we store; longer ones are refused rather than truncated.
-pub(super) const MAX_FIELD_LEN: usize = 512;
+pub(super) use crate::route::fields::storable;
 
 /// A request that failed verification, once the unverified budget allowed an answer at all.
 pub(super) fn refused(rejection: &Rejection) -> Reply {
@@ -33,12 +32,6 @@ pub(super) fn rate_limited(wait: Duration) -> Reply {
 pub(super) fn within_window(now: DateTime<Utc>, signed: i64, tolerance: Duration) -> bool {
     let skew_ms = (i128::from(now.timestamp_millis()) - i128::from(signed) * 1000).unsigned_abs();
     skew_ms <= tolerance.as_millis()
-}
-
-/// Whether an event id or type can be stored as text. Control characters (NUL above all) are
-/// refused as a bad request rather than let the database turn them into a 503.
-pub(super) fn storable(field: &str) -> bool {
-    field.len() <= MAX_FIELD_LEN && !field.chars().any(char::is_control)
 }
 
 /// The answer once the inbox has had its say. Replays and conflicts answer as duplicates: the
@@ -162,6 +155,7 @@ mod tests {
 
     #[test]
     fn storable_fields_are_short_and_printable() {
+        use crate::route::fields::MAX_FIELD_LEN;
         let longest = "a".repeat(MAX_FIELD_LEN);
         let too_long = "a".repeat(MAX_FIELD_LEN + 1);
         // Bytes, not characters: 256 two-byte characters are at the limit.

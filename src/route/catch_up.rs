@@ -6,7 +6,6 @@ use crate::crd::validate::{self, FieldError};
 use crate::crd::{CatchUpProvider, WebhookIntegrationSpec, defaults};
 use std::fmt;
 use std::time::Duration;
-use wildmatch::WildMatch;
 
 /// The API credential. Its `Debug` never shows it, so no log line or error can carry it.
 #[derive(Clone, PartialEq, Eq)]
@@ -63,7 +62,7 @@ pub struct CatchUpTarget {
     pub event_id: Source,
     pub event_type: Source,
     /// `spec.events.allow`: a caught-up event of another type is stored `ignored`, as a webhook is.
-    pub allow: Option<Vec<WildMatch>>,
+    pub allow: super::EventFilter,
     /// `spec.events.versionPointer`: a caught-up event of another version is stored dead-lettered,
     /// as a webhook is.
     pub versions: Option<super::Versions>,
@@ -72,11 +71,7 @@ pub struct CatchUpTarget {
 impl CatchUpTarget {
     /// Whether `event_type` passes `events.allow` (the receiver's rule).
     pub fn allows(&self, event_type: Option<&str>) -> bool {
-        match (&self.allow, event_type) {
-            (None, _) => true,
-            (Some(_), None) => false,
-            (Some(patterns), Some(t)) => patterns.iter().any(|p| p.matches(t)),
-        }
+        self.allow.allows(event_type)
     }
 }
 
@@ -144,11 +139,7 @@ pub fn compile(
         github,
         event_id: event_id.clone(),
         event_type: event_type.clone(),
-        allow: spec
-            .events
-            .as_ref()
-            .filter(|e| !e.allow.is_empty())
-            .map(|e| e.allow.iter().map(|p| WildMatch::new(p)).collect()),
+        allow: super::EventFilter::of(spec),
         versions: super::Versions::of(spec),
     }))
 }

@@ -8,7 +8,6 @@ use governor::Quota;
 use kube::ResourceExt;
 use std::num::NonZeroU32;
 use std::sync::Arc;
-use wildmatch::WildMatch;
 
 fn lower(h: &str) -> String {
     h.to_ascii_lowercase()
@@ -255,12 +254,7 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
         event_type,
         tolerance,
         nonce_retention,
-        // An empty allow list means no filter, the same as leaving `events` out.
-        allow: spec
-            .events
-            .as_ref()
-            .filter(|e| !e.allow.is_empty())
-            .map(|e| e.allow.iter().map(|p| WildMatch::new(p)).collect()),
+        allow: super::EventFilter::of(spec),
         versions: super::Versions::of(spec),
         max_body_bytes: limits.max_body_bytes.unwrap_or(defaults::MAX_BODY_BYTES) as usize,
         rate,

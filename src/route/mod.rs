@@ -4,12 +4,14 @@
 
 pub mod catch_up;
 mod compile;
+pub mod fields;
 mod secrets;
 mod source_ranges;
 pub mod target;
 pub mod versions;
 
 pub use compile::{compile, scheme};
+pub use fields::EventFilter;
 pub use secrets::{Secrets, secret_values};
 pub use source_ranges::SourceRanges;
 pub use versions::Versions;
@@ -20,7 +22,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use target::DeliveryTarget;
-use wildmatch::WildMatch;
 
 /// Where a per-event value is read from, after verification.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,7 +82,7 @@ pub struct CompiledRoute {
     pub event_type: Source,
     pub tolerance: Duration,
     pub nonce_retention: Duration,
-    pub allow: Option<Vec<WildMatch>>,
+    pub allow: EventFilter,
     /// `events.versionPointer` and `supported`: events of other versions are dead-lettered.
     pub versions: Option<Versions>,
     pub max_body_bytes: usize,
@@ -99,11 +100,7 @@ pub struct CompiledRoute {
 impl CompiledRoute {
     /// Whether `event_type` passes `events.allow`. A missing type passes only without a filter.
     pub fn allows(&self, event_type: Option<&str>) -> bool {
-        match (&self.allow, event_type) {
-            (None, _) => true,
-            (Some(_), None) => false,
-            (Some(patterns), Some(t)) => patterns.iter().any(|p| p.matches(t)),
-        }
+        self.allow.allows(event_type)
     }
 }
 
