@@ -148,7 +148,8 @@ const PG_EVENTS: &str = "INSERT INTO inbox_events (integration, event_id, event_
      $17::text[]) \
      ON CONFLICT (integration, event_id) DO NOTHING RETURNING id, integration, event_id";
 
-const PG_HASHES: &str = "SELECT integration, event_id, body_sha256, source FROM inbox_events \
+/// Public so a test can check its plan.
+pub const STORED_HASHES_PG: &str = "SELECT integration, event_id, body_sha256, source FROM inbox_events \
      WHERE (integration, event_id) IN (SELECT * FROM UNNEST($1::text[], $2::text[]))";
 
 const PG_FORGET: &str = "DELETE FROM signature_nonces \
@@ -221,7 +222,10 @@ impl BatchTx for On<'_, PgConnection> {
 
     async fn stored_hashes(&mut self, evs: &[&NewEvent]) -> Result<HashMap<Key, Stored>> {
         let ids: Vec<&str> = evs.iter().map(|e| e.event_id.as_str()).collect();
-        let rows = sqlx::query(PG_HASHES)
+        let rows = sqlx::query(STORED_HASHES_PG)
+            // Planned for each batch: see `tests/it/query_plans.rs` (a plan cached while the
+            // inbox was empty scans the whole inbox for every batch with a duplicate).
+            .persistent(false)
             .bind(integrations(evs))
             .bind(ids)
             .fetch_all(&mut *self.0)
@@ -231,6 +235,8 @@ impl BatchTx for On<'_, PgConnection> {
 
     async fn forget_nonces(&mut self, evs: &[&NewEvent]) -> Result<()> {
         sqlx::query(PG_FORGET)
+            // Planned for each batch, like the stored hashes.
+            .persistent(false)
             .bind(integrations(evs))
             .bind(digests(evs))
             .execute(&mut *self.0)

@@ -21,9 +21,9 @@ pub(crate) struct Finish {
     now: DateTime<Utc>,
 }
 
-/// Fenced on (id, attempts, locked_until) like [`Inbox::complete`]; the attempt row is written
+/// Public so a test can check its plan. Fenced on (id, attempts, locked_until) like [`Inbox::complete`]; the attempt row is written
 /// only for events whose status change went through.
-const FINISH_MANY_PG: &str = "WITH input AS (SELECT * FROM UNNEST($1::bigint[], $2::bigint[], \
+pub const COMPLETE_MANY_PG: &str = "WITH input AS (SELECT * FROM UNNEST($1::bigint[], $2::bigint[], \
      $3::text[], $4::timestamptz[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::text[], \
      $9::timestamptz[], $10::bigint[], $11::bigint[], $12::text[], $13::timestamptz[]) AS i(id, attempt, \
      status, next_at, error, processed_at, dead_at, reason, started_at, duration_ms, status_code, \
@@ -144,7 +144,11 @@ async fn finish_many(pool: &PgPool, items: &[Finish]) -> Result<HashSet<i64>> {
         .iter()
         .map(|f| super::delivery::finish_columns(&f.completion, f.now))
         .collect();
-    let ids: Vec<i64> = sqlx::query_scalar(FINISH_MANY_PG)
+    let ids: Vec<i64> = sqlx::query_scalar(COMPLETE_MANY_PG)
+        // Planned for each batch (an unnamed statement): a plan cached while the inbox was
+        // nearly empty hash-joins the batch against every leased row until the inbox is next
+        // analyzed, and completions then cost as much as the backlog (tests/it/query_plans.rs).
+        .persistent(false)
         .bind(items.iter().map(|f| f.id).collect::<Vec<_>>())
         .bind(items.iter().map(|f| f.attempt_no).collect::<Vec<_>>())
         .bind(cols.iter().map(|c| c.status).collect::<Vec<_>>())

@@ -31,8 +31,9 @@ pub use arrivals::Arrivals;
 pub use audit::{
     Actor, ActorSource, Apply, AuditAction, AuditRecord, AuditedEvent, MAX_AUDITED_EVENTS,
 };
+pub use batch::STORED_HASHES_PG;
 pub use catch_up::{CatchUpLock, CatchUpRun, RunResult};
-pub use complete::Completer;
+pub use complete::{COMPLETE_MANY_PG, Completer};
 pub use dead_letters::*;
 pub use delivery::{Advance, Attempt, CLAIM_FROM_PG, CLAIM_PG, Claimed, Completion};
 pub use event::{Arrival, EventSummary, InsertOutcome, ListFilter, NewEvent, Status};

@@ -35,6 +35,7 @@ mod plugin;
 mod providers;
 mod providers_fixtures;
 mod providers_handshakes;
+mod query_plans;
 mod rate_limits;
 mod readiness;
 mod receiver_contract;
