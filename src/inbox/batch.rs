@@ -223,9 +223,6 @@ impl BatchTx for On<'_, PgConnection> {
     async fn stored_hashes(&mut self, evs: &[&NewEvent]) -> Result<HashMap<Key, Stored>> {
         let ids: Vec<&str> = evs.iter().map(|e| e.event_id.as_str()).collect();
         let rows = sqlx::query(STORED_HASHES_PG)
-            // Planned for each batch: see `tests/it/query_plans.rs` (a plan cached while the
-            // inbox was empty scans the whole inbox for every batch with a duplicate).
-            .persistent(false)
             .bind(integrations(evs))
             .bind(ids)
             .fetch_all(&mut *self.0)
@@ -235,8 +232,6 @@ impl BatchTx for On<'_, PgConnection> {
 
     async fn forget_nonces(&mut self, evs: &[&NewEvent]) -> Result<()> {
         sqlx::query(PG_FORGET)
-            // Planned for each batch, like the stored hashes.
-            .persistent(false)
             .bind(integrations(evs))
             .bind(digests(evs))
             .execute(&mut *self.0)

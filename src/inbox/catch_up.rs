@@ -240,8 +240,6 @@ impl Inbox {
             Inbox::Postgres(pool) => sqlx::query_scalar(
                 "SELECT event_id FROM inbox_events WHERE integration = $1 AND event_id = ANY($2)",
             )
-            // Planned for each page, like every lookup of a batch (tests/it/query_plans.rs).
-            .persistent(false)
             .bind(integration)
             .bind(ids)
             .fetch_all(pool)

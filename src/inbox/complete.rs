@@ -145,10 +145,6 @@ async fn finish_many(pool: &PgPool, items: &[Finish]) -> Result<HashSet<i64>> {
         .map(|f| super::delivery::finish_columns(&f.completion, f.now))
         .collect();
     let ids: Vec<i64> = sqlx::query_scalar(COMPLETE_MANY_PG)
-        // Planned for each batch (an unnamed statement): a plan cached while the inbox was
-        // nearly empty hash-joins the batch against every leased row until the inbox is next
-        // analyzed, and completions then cost as much as the backlog (tests/it/query_plans.rs).
-        .persistent(false)
         .bind(items.iter().map(|f| f.id).collect::<Vec<_>>())
         .bind(items.iter().map(|f| f.attempt_no).collect::<Vec<_>>())
         .bind(cols.iter().map(|c| c.status).collect::<Vec<_>>())

@@ -125,6 +125,14 @@ fn bench_runs_every_phase_and_reports_every_figure() {
             assert!(s[field].as_f64().unwrap() > 0.0, "{field} in {s}");
         }
         assert!(s["pending"].as_i64().unwrap() >= 0, "{s}");
+        // Linux: where the CPU went. The child and the bench both worked during the load.
+        let cpu = &s["cpu"];
+        for field in ["hookgate_us", "bench_us"] {
+            assert!(cpu[field].as_f64().unwrap() > 0.0, "{field} in {s}");
+        }
+        assert!(cpu["rest_us"].as_f64().unwrap() >= 0.0, "{s}");
+        let busy = cpu["busy_pct"].as_f64().unwrap();
+        assert!(busy > 0.0 && busy <= 100.0, "{s}");
     }
     // The reported rate is the highest step that held, or 0 when none did.
     let held = steps

@@ -8,6 +8,7 @@
 
 mod args;
 mod ceiling;
+mod cpu;
 mod intake;
 mod load;
 mod pgbench;

@@ -9,6 +9,7 @@
 //! empty inbox and a fresh process, so that no step inherits the last one's backlog.
 
 use super::BenchArgs;
+use super::cpu;
 use super::load::{self, Pace};
 use super::requests;
 use super::search::{self, LATENCY_LIMIT, Step};
@@ -112,6 +113,11 @@ async fn start(args: &BenchArgs, env: &Env, sink: &Counter) -> anyhow::Result<Ch
     sink.wait_for(before + n, Duration::from_secs(60))
         .await
         .context("pipeline warm-up delivery")?;
+    // Statistics for the warmed-up inbox, as autovacuum takes them within a minute of the first
+    // 50 events: without any, the plans the child's connections cache are made for an inbox the
+    // planner believes empty, and some of them scan the whole backlog as it grows
+    // (tests/it/query_plans.rs). A production inbox runs on autovacuum's statistics.
+    env.analyze().await?;
     Ok(child)
 }
 
@@ -154,7 +160,9 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
         },
     );
     let before = sink.count();
+    let cpu_before = cpu::sample(child.pid());
     let out = load::open_loop(child.addr, &signer, args.concurrency, pace).await?;
+    let cpu_after = cpu::sample(child.pid());
     let elapsed = pace.start.elapsed().as_secs_f64();
     let delivered = (sink.count() - before) as f64 / elapsed;
     let pending = env.backlog().await?;
@@ -170,6 +178,9 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
         latencies: search::completion_latencies(wall_start, rate, &processed, read_at),
     };
     let not_accepted = out.not_accepted();
+    let cpu = cpu_before
+        .zip(cpu_after)
+        .and_then(|(b, a)| cpu::per_event(b, a, out.fresh(200)));
     Ok(Step {
         offered: rate,
         not_accepted,
@@ -185,6 +196,7 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
             pending,
             Duration::from_secs_f64(done.p99_ms() / 1e3),
         ),
+        cpu,
     })
 }
 
@@ -204,8 +216,15 @@ async fn processed_at(env: &Env, n: usize) -> anyhow::Result<Vec<Option<DateTime
 }
 
 fn line(k: usize, s: &Step) -> String {
+    let cpu = match s.cpu {
+        Some(c) => format!(
+            "{:>8.0} {:>8.0} {:>8.0} {:>5.0}%",
+            c.hookgate_us, c.bench_us, c.rest_us, c.busy_pct
+        ),
+        None => format!("{:>8} {:>8} {:>8} {:>6}", "-", "-", "-", "-"),
+    };
     format!(
-        "{k:>4} {:>10.0} {:>10.0} {:>9.2}ms {:>11.0} {:>9} {:>10.1}ms {:>10.1}ms  {}{}",
+        "{k:>4} {:>10.0} {:>10.0} {:>9.2}ms {:>11.0} {:>9} {:>10.1}ms {:>10.1}ms {cpu}  {}{}",
         s.offered,
         s.intake,
         s.intake_p99_ms,
@@ -225,12 +244,13 @@ fn table(args: &BenchArgs, steps: &[Step]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "pipeline steps: open loop, {:?} each; sustainable = all accepted, pending < 1 s of traffic, done p99 <= 1 s",
+        "pipeline steps: open loop, {:?} each; sustainable = all accepted, pending < 1 s of traffic, done p99 <= 1 s; \
+         CPU µs per accepted event during the load: hookgate, the bench (load generator and sink), the rest of the machine (PostgreSQL); busy = of all cores",
         args.pipeline_secs
     );
     let _ = writeln!(
         out,
-        "{:>4} {:>10} {:>10} {:>11} {:>11} {:>9} {:>12} {:>12}  sustainable",
+        "{:>4} {:>10} {:>10} {:>11} {:>11} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>6}  sustainable",
         "step",
         "offered/s",
         "intake/s",
@@ -238,7 +258,11 @@ fn table(args: &BenchArgs, steps: &[Step]) -> String {
         "delivered/s",
         "pending",
         "done p50",
-        "done p99"
+        "done p99",
+        "hookgate",
+        "bench",
+        "rest",
+        "busy"
     );
     for (k, s) in steps.iter().enumerate() {
         let _ = writeln!(out, "{}", line(k + 1, s));

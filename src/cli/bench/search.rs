@@ -27,6 +27,8 @@ pub struct Step {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub sustainable: bool,
+    /// CPU per accepted event during the load, by process (Linux only).
+    pub cpu: Option<super::cpu::PerEvent>,
 }
 
 /// Sustainable: every event accepted, a backlog under one second of traffic at the end, and

@@ -259,6 +259,10 @@ pub struct Child {
 }
 
 impl Child {
+    pub fn pid(&self) -> u32 {
+        self.proc.id()
+    }
+
     pub async fn wait_ready(&self) -> anyhow::Result<()> {
         let deadline = Instant::now() + Duration::from_secs(30);
         while tokio::net::TcpStream::connect(self.addr).await.is_err() {

@@ -1,0 +1,126 @@
+//! Where a pipeline step's CPU went, per accepted event: the `hookgate` child (receiver and
+//! workers), the bench process (load generator and sink), and the rest of the machine, which on a
+//! bench run on one box is PostgreSQL. Read from Linux's `/proc` counters before and after the
+//! load; on other systems the figures are absent.
+//!
+//! The counters are in clock ticks of `USER_HZ`, which the kernel fixes at 100 for `/proc` on
+//! every architecture hookgate builds for.
+
+use serde::Serialize;
+
+const TICKS_PER_SECOND: f64 = 100.0;
+
+/// The counters at one instant, in clock ticks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    busy: u64,
+    total: u64,
+    child: u64,
+    me: u64,
+}
+
+/// CPU time per accepted event over a step, and how busy the machine's cores were.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PerEvent {
+    pub hookgate_us: f64,
+    pub bench_us: f64,
+    /// Everything else the machine ran: PostgreSQL when it shares the machine.
+    pub rest_us: f64,
+    /// Of all cores, in percent.
+    pub busy_pct: f64,
+}
+
+/// The counters now; `None` when `/proc` cannot be read (not Linux, or the child is gone).
+pub fn sample(child_pid: u32) -> Option<Sample> {
+    let (busy, total) = machine(&std::fs::read_to_string("/proc/stat").ok()?)?;
+    let child = process(&std::fs::read_to_string(format!("/proc/{child_pid}/stat")).ok()?)?;
+    let me = process(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
+    Some(Sample {
+        busy,
+        total,
+        child,
+        me,
+    })
+}
+
+/// From `before` to `after`, over `events` accepted events.
+pub fn per_event(before: Sample, after: Sample, events: usize) -> Option<PerEvent> {
+    let d = |a: u64, b: u64| b.saturating_sub(a) as f64;
+    let (busy, total) = (d(before.busy, after.busy), d(before.total, after.total));
+    if events == 0 || total == 0.0 {
+        return None;
+    }
+    let us = |ticks: f64| ticks / TICKS_PER_SECOND * 1e6 / events as f64;
+    let (child, me) = (d(before.child, after.child), d(before.me, after.me));
+    Some(PerEvent {
+        hookgate_us: us(child),
+        bench_us: us(me),
+        rest_us: us((busy - child - me).max(0.0)),
+        busy_pct: 100.0 * busy / total,
+    })
+}
+
+/// `(busy, total)` ticks of all cores from `/proc/stat`'s `cpu` line: busy is user, nice, system,
+/// irq, softirq and steal; total adds idle and iowait.
+fn machine(stat: &str) -> Option<(u64, u64)> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    let at = |i: usize| v.get(i).copied().unwrap_or(0);
+    let busy = at(0) + at(1) + at(2) + at(5) + at(6) + at(7);
+    Some((busy, busy + at(3) + at(4)))
+}
+
+/// utime + stime of one process from its `/proc/<pid>/stat` (fields 14 and 15; the command name
+/// before them is in parentheses and may hold spaces).
+fn process(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state is field 3, so utime (14) and stime (15) are at 11 and 12.
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn machine_counts_busy_and_idle_ticks() {
+        let stat = "cpu  100 5 40 800 20 3 2 1 0 0\ncpu0 50 2 20 400 10 1 1 0 0 0\n";
+        assert_eq!(machine(stat), Some((151, 971)));
+        assert_eq!(machine("intr 1 2\n"), None);
+    }
+
+    #[test]
+    fn process_reads_past_a_name_with_spaces_and_parentheses() {
+        let stat = "4242 (tokio (rt) 1) S 1 4242 4242 0 -1 4194304 10 0 0 0 731 269 0 0 20 0 8";
+        assert_eq!(process(stat), Some(1000));
+        assert_eq!(process("4242 (x) S 1"), None);
+    }
+
+    #[test]
+    fn per_event_splits_the_machine_between_child_bench_and_the_rest() {
+        let before = Sample {
+            busy: 1_000,
+            total: 2_000,
+            child: 100,
+            me: 50,
+        };
+        // 2 s of both cores (400 ticks), 3 of them busy: child 1.5 s, bench 0.5 s, rest 1 s.
+        let after = Sample {
+            busy: 1_300,
+            total: 2_400,
+            child: 250,
+            me: 100,
+        };
+        let p = per_event(before, after, 1_000).unwrap();
+        assert_eq!(p.hookgate_us, 1_500.0);
+        assert_eq!(p.bench_us, 500.0);
+        assert_eq!(p.rest_us, 1_000.0);
+        assert_eq!(p.busy_pct, 75.0);
+        assert_eq!(per_event(before, after, 0), None);
+    }
+}
