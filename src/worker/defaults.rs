@@ -3,8 +3,10 @@
 
 use std::time::Duration;
 
-/// `--concurrency`
-pub const CONCURRENCY: usize = 16;
+/// `--concurrency`. 16 left the workers waiting on claims at ~2.7k events/s on two cores where 32
+/// kept up with 4.5k/s (docs/performance.md); a slot holds no database connection, only its
+/// event (a pool holds at most twice this many events, so 64 MiB at the 1 MiB body limit).
+pub const CONCURRENCY: usize = 32;
 /// `--lease`
 pub const LEASE: Duration = Duration::from_secs(60);
 /// `--poll`

@@ -10,6 +10,7 @@ use crate::metrics::Metrics;
 use crate::route::target::DeliveryTarget;
 use chrono::Utc;
 use std::time::Instant;
+use tokio::sync::OwnedSemaphorePermit;
 
 /// A resource lock this delivery holds until its outcome is recorded.
 struct Held {
@@ -27,6 +28,14 @@ struct Passed {
 impl Worker {
     /// One claimed event through gate, delivery and completion.
     pub async fn deliver(&self, event: &Claimed) {
+        self.deliver_in(event, None).await
+    }
+
+    /// [`Worker::deliver`] in one of the pool's delivery slots, given back as soon as the
+    /// destination has answered: the slots bound the requests in flight to destinations
+    /// (`--concurrency`), and holding one while the outcome is written made every slot wait on
+    /// database commits as well (docs/performance.md).
+    pub(crate) async fn deliver_in(&self, event: &Claimed, slot: Option<OwnedSemaphorePermit>) {
         let Some(target) = self.inner.targets.load().get(&event.integration).cloned() else {
             return self.unconfigured(event).await;
         };
@@ -34,6 +43,7 @@ impl Worker {
             return;
         };
         let (result, attempt) = self.attempt(event, &target).await;
+        drop(slot);
         let jitter = rand::random_range(-1.0..=1.0);
         let attempt_no = u32::try_from(event.attempt).unwrap_or(u32::MAX);
         let completion = match retry::decide(&result, attempt_no, &target.schedule, jitter) {

@@ -35,11 +35,20 @@ impl Worker {
         tokio::pin!(shutdown);
         loop {
             while tasks.try_join_next().is_some() {}
-            let free = permits.available_permits();
+            // Slots come back when destinations answer. Events held (delivering, or having
+            // their outcome written) stay within twice the slots, so a slow database slows
+            // claiming too.
+            let slots = permits.available_permits();
+            let free = slots.min((2 * cfg.concurrency).saturating_sub(tasks.len()));
             if !claim_now(free, cfg.concurrency) {
+                // Woken by a task that ended, or by enough slots coming back when the slots
+                // (not events being recorded) are what holds the claim back.
+                let enough = cfg.concurrency.div_ceil(4);
+                let wait = u32::try_from(enough).unwrap_or(u32::MAX);
                 tokio::select! {
                     _ = &mut shutdown => break,
                     _ = tasks.join_next() => continue,
+                    _ = permits.acquire_many(wait), if slots < enough => continue,
                 }
             }
             // A cluster worker learns its targets from a watch: an event claimed before the
@@ -84,9 +93,8 @@ impl Worker {
                     .insert(event.id, event.clone());
                 let (worker, in_flight) = (self.clone(), in_flight.clone());
                 tasks.spawn(async move {
-                    worker.deliver(&event).await;
+                    worker.deliver_in(&event, Some(permit)).await;
                     in_flight.lock().expect("lock poisoned").remove(&event.id);
-                    drop(permit);
                 });
             }
         }

@@ -1246,3 +1246,53 @@ on_both_backends!(
     janitor_cleans_rows_of_integrations_that_no_longer_exist,
     an_idle_pool_is_woken_by_the_receiver_of_its_process,
 );
+
+/// A delivery slot comes back when the destination has answered, not when the outcome has been
+/// written: while PostgreSQL holds every completion (a lock on `delivery_attempts`), a worker with
+/// one slot still delivers a second event, and stops at two events held (twice its slots). Once
+/// the database lets go, all three are processed.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_slot_is_free_once_the_destination_answered_while_the_outcome_is_written(pool: PgPool) {
+    let s = Setup::new(Inbox::Postgres(pool.clone())).await;
+    for id in ["s-1", "s-2", "s-3"] {
+        s.event("w/orders", id, "{}").await;
+    }
+    let mut blocker = pool.begin().await.unwrap();
+    sqlx::raw_sql("LOCK TABLE delivery_attempts IN EXCLUSIVE MODE")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let w = s.worker_with(WorkerConfig {
+        concurrency: 1,
+        ..cfg()
+    });
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(async move {
+        let mut rx = stopped;
+        w.run(async move {
+            let _ = rx.wait_for(|s| *s).await;
+        })
+        .await
+    });
+    assert_eq!(s.dest.wait_for(2, Duration::from_secs(10)).await.len(), 2);
+    // Two events held: the third waits for a completion, however long the database takes.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(s.dest.received().len(), 2, "more than twice the slots held");
+    let (status, _, _, _) = s.row("s-1").await;
+    assert_eq!(
+        status, "processing",
+        "the first outcome is still being written"
+    );
+
+    blocker.rollback().await.unwrap();
+    s.dest.wait_for(3, Duration::from_secs(10)).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    for id in ["s-1", "s-2", "s-3"] {
+        while s.row(id).await.0 != "processed" {
+            assert!(tokio::time::Instant::now() < deadline, "{id} not processed");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+    stop.send(true).unwrap();
+    run.await.unwrap();
+}

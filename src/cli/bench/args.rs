@@ -26,8 +26,9 @@ pub struct BenchArgs {
     /// Length of the half-rate (latency) run.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub latency_run: Duration,
-    /// Worker processes' delivery concurrency (delivery and pipeline phases).
-    #[arg(long, default_value_t = 32)]
+    /// Worker processes' delivery concurrency (delivery and pipeline phases); by default the
+    /// workers' own default, as a user first runs them.
+    #[arg(long, default_value_t = crate::worker::defaults::CONCURRENCY)]
     pub worker_concurrency: usize,
     /// Length of each pgbench run (`pgbench -T`).
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
