@@ -21,8 +21,8 @@ pub(crate) struct Finish {
     now: DateTime<Utc>,
 }
 
-/// Public so a test can check its plan. Fenced on (id, attempts, locked_until) like [`Inbox::complete`]; the attempt row is written
-/// only for events whose status change went through.
+/// Fenced on (id, attempts, locked_until) like [`Inbox::complete`]; the attempt row is written
+/// only for events whose status change went through. Public so a test can check its plan.
 pub const COMPLETE_MANY_PG: &str = "WITH input AS (SELECT * FROM UNNEST($1::bigint[], $2::bigint[], \
      $3::text[], $4::timestamptz[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::text[], \
      $9::timestamptz[], $10::bigint[], $11::bigint[], $12::text[], $13::timestamptz[]) AS i(id, attempt, \

@@ -7,6 +7,9 @@ use std::time::Duration;
 /// kept up with 4.5k/s (docs/performance.md); a slot holds no database connection, only its
 /// event (a pool holds at most twice this many events, so 64 MiB at the 1 MiB body limit).
 pub const CONCURRENCY: usize = 32;
+/// The most `--concurrency` accepts: far beyond any destination's use, and small enough that the
+/// pool's bookkeeping (twice as many events, the semaphore's permits) cannot overflow.
+pub const MAX_CONCURRENCY: usize = 10_000;
 /// `--lease`
 pub const LEASE: Duration = Duration::from_secs(60);
 /// `--poll`

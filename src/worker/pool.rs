@@ -39,7 +39,11 @@ impl Worker {
             // their outcome written) stay within twice the slots, so a slow database slows
             // claiming too.
             let slots = permits.available_permits();
-            let free = slots.min((2 * cfg.concurrency).saturating_sub(tasks.len()));
+            let free = slots.min(
+                cfg.concurrency
+                    .saturating_mul(2)
+                    .saturating_sub(tasks.len()),
+            );
             if !claim_now(free, cfg.concurrency) {
                 // Woken by a task that ended, or by enough slots coming back when the slots
                 // (not events being recorded) are what holds the claim back.

@@ -6,7 +6,8 @@ use clap::Args;
 
 #[derive(Args, Debug, Clone)]
 pub struct WorkerArgs {
-    /// Deliveries in flight at once in this process.
+    /// Deliveries in flight at once in this process (1-10000). A slot is free again once the
+    /// destination has answered; the process holds at most twice as many events.
     #[arg(long, default_value_t = crate::worker::defaults::CONCURRENCY, env = "HOOKGATE_CONCURRENCY")]
     pub concurrency: usize,
     /// How long a claimed event is leased. Each attempt ends by 3/4 of it, whatever the
@@ -49,8 +50,12 @@ impl WorkerArgs {
         &self,
         db: crate::inbox::DbLimits,
     ) -> anyhow::Result<crate::worker::WorkerConfig> {
-        if self.concurrency == 0 {
-            bail!("--concurrency must be at least 1");
+        let max = crate::worker::defaults::MAX_CONCURRENCY;
+        if !(1..=max).contains(&self.concurrency) {
+            bail!(
+                "--concurrency must be between 1 and {max}, got {}",
+                self.concurrency
+            );
         }
         let cluster_domain = self.cluster_domain.trim_matches('.').to_ascii_lowercase();
         if cluster_domain.is_empty() {
@@ -86,5 +91,38 @@ impl WorkerArgs {
         let mut cfg = self.config(db)?;
         cfg.destinations.allow_loopback = !in_pod;
         Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WorkerArgs;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        worker: WorkerArgs,
+    }
+
+    fn concurrency(value: &str) -> Result<usize, String> {
+        let cli = Cli::try_parse_from(["hookgate", "--concurrency", value]).unwrap();
+        cli.worker
+            .config(Default::default())
+            .map(|c| c.concurrency)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn concurrency_is_bounded_with_an_error_that_names_the_flag() {
+        assert_eq!(concurrency("1"), Ok(1));
+        assert_eq!(concurrency("10000"), Ok(10_000));
+        for bad in ["0", "10001", "18446744073709551615"] {
+            let e = concurrency(bad).unwrap_err();
+            assert_eq!(
+                e,
+                format!("--concurrency must be between 1 and 10000, got {bad}")
+            );
+        }
     }
 }
