@@ -57,14 +57,7 @@ async fn deliver_all(h: &Harness) {
         cfg,
         Arc::new(Metrics::new()),
     );
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let run = tokio::spawn(async move {
-        let mut rx = stopped;
-        w.run(async move {
-            let _ = rx.wait_for(|s| *s).await;
-        })
-        .await
-    });
+    let running = crate::common::running::start([w]);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let waiting = h
@@ -84,8 +77,7 @@ async fn deliver_all(h: &Harness) {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    stop.send(true).unwrap();
-    run.await.unwrap();
+    running.stop().await;
 }
 
 async fn unsupported_versions_are_dead_lettered_never_delivered(inbox: Inbox) {

@@ -53,6 +53,14 @@ fn load_err(path: &Path) -> String {
         .to_string()
 }
 
+/// The error of a file that loads but whose routes are refused.
+fn compile_err(file: &Path) -> String {
+    load(&[file.to_path_buf()])
+        .route_table()
+        .expect_err("the routes must be refused")
+        .to_string()
+}
+
 /// Asserts that `shown` contains every fragment.
 #[track_caller]
 fn assert_names(shown: &str, fragments: &[&str]) {
@@ -240,10 +248,7 @@ fn a_validation_error_is_reported_with_the_integrations_file() {
         "hooks.yaml",
         &docs(&[SECRET, &integration("stripe", "  limits: {burst: 0}")]),
     );
-    let shown = load(std::slice::from_ref(&file))
-        .route_table()
-        .unwrap_err()
-        .to_string();
+    let shown = compile_err(&file);
     assert_eq!(
         shown,
         format!(
@@ -276,10 +281,7 @@ fn a_bad_source_range_is_refused_naming_file_object_field_and_entry() {
                 &integration("stripe", &format!("  sourceRanges: {ranges}")),
             ]),
         );
-        let shown = load(std::slice::from_ref(&file))
-            .route_table()
-            .unwrap_err()
-            .to_string();
+        let shown = compile_err(&file);
         assert!(
             shown.starts_with(&format!(
                 "{}: WebhookIntegration payments/stripe: {field}: {reason}",
@@ -310,10 +312,7 @@ fn a_metadata_destination_is_refused_naming_file_object_and_field() {
             &docs(&[SECRET, &integration("stripe", "")])
                 .replace("http://127.0.0.1:9000/stripe", url),
         );
-        let shown = load(std::slice::from_ref(&file))
-            .route_table()
-            .unwrap_err()
-            .to_string();
+        let shown = compile_err(&file);
         assert!(
             shown.starts_with(&format!(
                 "{}: WebhookIntegration payments/stripe: spec.delivery.url: {reason}",

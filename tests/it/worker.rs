@@ -224,19 +224,7 @@ impl Setup {
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = bool>,
     {
-        let (stop, stopped) = tokio::sync::watch::channel(false);
-        let handles: Vec<_> = workers
-            .into_iter()
-            .map(|w| {
-                let mut rx = stopped.clone();
-                tokio::spawn(async move {
-                    w.run(async move {
-                        let _ = rx.wait_for(|s| *s).await;
-                    })
-                    .await
-                })
-            })
-            .collect();
+        let running = crate::common::running::start(workers);
         let deadline = tokio::time::Instant::now() + within;
         while !done().await {
             assert!(
@@ -245,10 +233,7 @@ impl Setup {
             );
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        stop.send(true).unwrap();
-        for h in handles {
-            h.await.unwrap();
-        }
+        running.stop().await;
     }
 
     async fn unfinished(&self) -> i64 {
@@ -1266,14 +1251,7 @@ async fn a_slot_is_free_once_the_destination_answered_while_the_outcome_is_writt
         concurrency: 1,
         ..cfg()
     });
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let run = tokio::spawn(async move {
-        let mut rx = stopped;
-        w.run(async move {
-            let _ = rx.wait_for(|s| *s).await;
-        })
-        .await
-    });
+    let running = crate::common::running::start([w]);
     assert_eq!(s.dest.wait_for(2, Duration::from_secs(10)).await.len(), 2);
     // Two events held: the third waits for a completion, however long the database takes.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -1293,6 +1271,5 @@ async fn a_slot_is_free_once_the_destination_answered_while_the_outcome_is_writt
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
     }
-    stop.send(true).unwrap();
-    run.await.unwrap();
+    running.stop().await;
 }

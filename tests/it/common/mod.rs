@@ -253,6 +253,7 @@ pub mod destination;
 pub mod loopback;
 pub mod mock_api;
 pub mod procs;
+pub mod running;
 #[macro_use]
 pub mod scenarios;
 
