@@ -14,6 +14,7 @@ mod compiled_routes;
 mod controller_plan;
 mod controller_reconcile;
 mod crd;
+mod db_connections;
 mod db_deadline;
 mod delivery_fencing;
 mod delivery_forward_headers;
