@@ -29,6 +29,35 @@ trait BatchTx {
     async fn count_conflict(&mut self, ev: &NewEvent) -> Result<()>;
 }
 
+/// One batch on the connection `$conn`, with [`Inbox::insert_many`]'s guarantees.
+macro_rules! insert_on {
+    ($conn:expr, $events:expr) => {{
+        if $events.iter().any(|e| e.needs_nonce) {
+            // A digest and its event must stand or fall together.
+            let mut tx = sqlx::Connection::begin(&mut *$conn).await?;
+            let outcomes = run(&mut On(&mut *tx), $events).await?;
+            tx.commit().await?;
+            Ok(outcomes)
+        } else {
+            // Without digests the one INSERT is the whole write: in autocommit it is atomic and
+            // durable by itself, and BEGIN and COMMIT would be two more round trips. The reads
+            // that follow only classify duplicates.
+            run(&mut On(&mut *$conn), $events).await
+        }
+    }};
+}
+
+/// [`Inbox::insert_many`] on a PostgreSQL connection the caller keeps.
+pub(crate) async fn insert_many_on(
+    conn: &mut PgConnection,
+    events: &[NewEvent],
+) -> Result<Vec<InsertOutcome>> {
+    if events.is_empty() {
+        return Ok(Vec::new());
+    }
+    insert_on!(conn, events)
+}
+
 impl Inbox {
     /// Stores each event unless it is a duplicate, a conflict or a replay, all in one transaction:
     /// either every outcome returned is committed, or the call fails and nothing of it remains.
@@ -37,19 +66,8 @@ impl Inbox {
             return Ok(Vec::new());
         }
         backend!(self, pool => {
-            if events.iter().any(|e| e.needs_nonce) {
-                // A digest and its event must stand or fall together.
-                let mut tx = pool.begin().await?;
-                let outcomes = run(&mut On(&mut *tx), events).await?;
-                tx.commit().await?;
-                Ok(outcomes)
-            } else {
-                // Without digests the one INSERT is the whole write: in autocommit it is atomic
-                // and durable by itself, and BEGIN and COMMIT would be two more round trips. The
-                // reads that follow only classify duplicates.
-                let mut conn = pool.acquire().await?;
-                run(&mut On(&mut *conn), events).await
-            }
+            let mut conn = pool.acquire().await?;
+            insert_on!(conn, events)
         })
     }
 

@@ -3,10 +3,11 @@
 //! together), instead of one transaction each.
 
 use super::group::{Batcher, CommitFn, Settings};
+use super::kept::Kept;
 use super::{Attempt, Claimed, Completion, Inbox};
 use super::{Error, Result};
 use chrono::{DateTime, Utc};
-use sqlx::PgPool;
+use sqlx::PgConnection;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,12 +55,12 @@ impl Completer {
     pub fn start(inbox: Inbox, deadline: Duration) -> Self {
         let batcher = match &inbox {
             Inbox::Postgres(pool) => {
-                let pool = pool.clone();
+                let kept = Kept::new(pool.clone());
                 let commit: CommitFn<Finish, bool> = Arc::new(move |items| {
-                    let pool = pool.clone();
+                    let kept = kept.clone();
                     Box::pin(async move {
                         let n = items.len();
-                        super::within_batch(deadline, n, commit(&pool, items)).await
+                        super::within_batch(deadline, n, commit(&kept, items)).await
                     })
                 });
                 let settings = Settings {
@@ -122,8 +123,8 @@ impl Completer {
     }
 }
 
-async fn commit(pool: &PgPool, items: Vec<Finish>) -> Vec<Result<bool>> {
-    match finish_many(pool, &items).await {
+async fn commit(kept: &Kept, items: Vec<Finish>) -> Vec<Result<bool>> {
+    match kept.run(async |conn| finish_many(conn, &items).await).await {
         Ok(done) => items.iter().map(|f| Ok(done.contains(&f.id))).collect(),
         Err(e) => {
             let cause = e.to_string();
@@ -139,7 +140,7 @@ fn attempt(f: &Finish) -> Option<&Attempt> {
     f.attempt.as_ref()
 }
 
-async fn finish_many(pool: &PgPool, items: &[Finish]) -> Result<HashSet<i64>> {
+async fn finish_many(conn: &mut PgConnection, items: &[Finish]) -> Result<HashSet<i64>> {
     let cols: Vec<_> = items
         .iter()
         .map(|f| super::delivery::finish_columns(&f.completion, f.now))
@@ -178,7 +179,7 @@ async fn finish_many(pool: &PgPool, items: &[Finish]) -> Result<HashSet<i64>> {
                 .collect::<Vec<_>>(),
         )
         .bind(items.iter().map(|f| f.lease_until).collect::<Vec<_>>())
-        .fetch_all(pool)
+        .fetch_all(conn)
         .await?;
     Ok(ids.into_iter().collect())
 }

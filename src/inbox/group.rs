@@ -5,6 +5,7 @@
 //! caps a 2-core machine at a few thousand events per second, while one commit per 50 events gets
 //! tens of thousands. Durability is unchanged: every answer still follows a synchronous commit.
 
+use super::kept::Kept;
 use super::{Error, Result};
 use super::{Inbox, InsertOutcome, NewEvent};
 use prometheus_client::metrics::histogram::Histogram;
@@ -121,12 +122,16 @@ impl GroupCommit {
     /// Starts the batching task on the current Tokio runtime.
     pub fn start(inbox: Inbox, cfg: GroupCommitConfig, sizes: Option<Histogram>) -> Self {
         let deadline = cfg.db.deadline();
+        let kept = match &inbox {
+            Inbox::Postgres(pool) => Some(Kept::new(pool.clone())),
+            Inbox::Sqlite(_) => None,
+        };
         let commit: CommitFn<NewEvent, InsertOutcome> = Arc::new(move |events| {
-            let inbox = inbox.clone();
+            let (inbox, kept) = (inbox.clone(), kept.clone());
             Box::pin(async move {
                 let n = events.len();
                 // A stuck batch would hold its transaction slot, and every later batch with it.
-                super::within_batch(deadline, n, commit_events(&inbox, events)).await
+                super::within_batch(deadline, n, commit_events(&inbox, kept.as_ref(), events)).await
             })
         });
         Self {
@@ -189,8 +194,19 @@ async fn gather<T: Send + 'static, R: Send + 'static>(
     }
 }
 
-async fn commit_events(inbox: &Inbox, events: Vec<NewEvent>) -> Vec<Result<InsertOutcome>> {
-    match inbox.insert_many(&events).await {
+async fn commit_events(
+    inbox: &Inbox,
+    kept: Option<&Kept>,
+    events: Vec<NewEvent>,
+) -> Vec<Result<InsertOutcome>> {
+    let stored = match kept {
+        Some(kept) => {
+            kept.run(async |conn| super::batch::insert_many_on(conn, &events).await)
+                .await
+        }
+        None => inbox.insert_many(&events).await,
+    };
+    match stored {
         Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
         // The server refused a statement (not an outage): one bad row must not fail the others,
         // so each event is tried alone and only the bad one fails.

@@ -23,6 +23,7 @@ mod dedupe;
 mod delivery;
 mod event;
 mod group;
+mod kept;
 mod list;
 mod retention;
 mod stats;

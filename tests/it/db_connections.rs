@@ -98,3 +98,35 @@ async fn connections_the_server_closed_cost_a_503_at_most_and_the_receiver_recov
     h.receiver.inbox().close().await;
     drop_database(&admin_url, &url).await;
 }
+
+/// The receiver's batch writer and the workers' completion writer keep their connections between
+/// statements; closing the inbox (shutdown) must not wait for them.
+#[tokio::test]
+async fn closing_the_inbox_does_not_wait_for_the_connections_batch_writers_keep() {
+    let Some((admin_url, url)) = fresh_database().await else {
+        skip_or_fail("DATABASE_URL is not set");
+        return;
+    };
+    let inbox = Inbox::connect(&url).await.unwrap();
+    inbox.migrate().await.unwrap();
+    let h = harness(inbox.clone());
+    let sent = h
+        .send("t/stripe", &stripe_body("evt_kept", "invoice.paid"), opts())
+        .await;
+    assert_eq!(sent.json, accepted());
+    let worker = hookgate::worker::Worker::new(
+        inbox.clone(),
+        hookgate::worker::targets(&h.receiver.routes()),
+        Default::default(),
+        h.metrics.clone(),
+    );
+    // The destination refuses connections: the attempt is written as a retry by the completer.
+    assert_eq!(worker.run_once().await.unwrap(), 1);
+    let (events, _) = inbox.counts().await.unwrap();
+    assert_eq!(events, 1);
+
+    tokio::time::timeout(Duration::from_secs(10), inbox.close())
+        .await
+        .expect("closing the inbox waited for connections kept by the batch writers");
+    drop_database(&admin_url, &url).await;
+}
