@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 /// How long a kept connection may sit unused before it goes back to the pool.
-pub(crate) const KEEP_IDLE: Duration = Duration::from_millis(500);
+const KEEP_IDLE: Duration = Duration::from_millis(500);
 
 /// Kept connections, each with when it was last used.
 type Idle = Mutex<Vec<(PoolConnection<Postgres>, Instant)>>;
