@@ -364,9 +364,9 @@ impl Inbox {
             }
             done.sort_unstable_by_key(|e| e.id);
             let ids: Vec<i64> = done.iter().map(|e| e.id).collect();
-            // The foreign key cascades; this also holds on a SQLite connection opened without
-            // `foreign_keys`, where the cascade would silently not happen. The events are deleted
-            // first so that only the history of rows that really went is removed.
+            // PostgreSQL's attempts have no foreign key (migration 0005) and SQLite's cascade
+            // needs `foreign_keys` on the connection, so the attempts go explicitly. The events
+            // are deleted first so that only the history of rows that really went is removed.
             for (list, params) in id_chunks(&ids, 1) {
                 let sql = format!("DELETE FROM delivery_attempts WHERE event_row IN ({list})");
                 bind_params!(sqlx::query(AssertSqlSafe(sql)), &params).execute(&mut *tx).await?;

@@ -26,6 +26,14 @@ const DELETE_FINISHED: &str = "DELETE FROM inbox_events \
      WHERE integration = $1 AND status IN ('processed', 'ignored') \
      AND COALESCE(processed_at, received_at) < $2";
 
+/// PostgreSQL's attempts have no foreign key (migration 0005): the attempts of exactly the events
+/// this statement deletes go with them, whatever finished in the meantime.
+const DELETE_FINISHED_PG: &str = "WITH gone AS (DELETE FROM inbox_events \
+     WHERE integration = $1 AND status IN ('processed', 'ignored') \
+     AND COALESCE(processed_at, received_at) < $2 RETURNING id), \
+     attempts AS (DELETE FROM delivery_attempts WHERE event_row IN (SELECT id FROM gone)) \
+     SELECT COUNT(*) FROM gone";
+
 impl Inbox {
     /// Replaces the body of every finished event of `integration` that finished before
     /// `finished_before` with an empty one and stamps `body_purged_at = now`. The metadata, the
@@ -64,27 +72,40 @@ impl Inbox {
         integration: &str,
         finished_before: DateTime<Utc>,
     ) -> Result<u64> {
-        // The foreign key cascades; deleting the attempts explicitly also covers a SQLite connection
-        // opened without `foreign_keys`. Finished rows never change status again, so both
-        // statements select the same rows.
         let lift = super::lift_statement_timeout(self);
-        backend!(self, pool => {
-            let mut tx = pool.begin().await?;
-            sqlx::query(lift).execute(&mut *tx).await?;
-            sqlx::query(DELETE_FINISHED_ATTEMPTS)
-                .bind(integration)
-                .bind(finished_before)
-                .execute(&mut *tx)
-                .await?;
-            let n = sqlx::query(DELETE_FINISHED)
-                .bind(integration)
-                .bind(finished_before)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            tx.commit().await?;
-            Ok(n)
-        })
+        match self {
+            Inbox::Postgres(pool) => {
+                let mut tx = pool.begin().await?;
+                sqlx::query(lift).execute(&mut *tx).await?;
+                let n: i64 = sqlx::query_scalar(DELETE_FINISHED_PG)
+                    .bind(integration)
+                    .bind(finished_before)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(n.max(0) as u64)
+            }
+            // SQLite's foreign key cascades; deleting the attempts first also covers a connection
+            // opened without `foreign_keys`. Finished rows never change status again, and SQLite
+            // has one writer, so both statements select the same rows.
+            Inbox::Sqlite(pool) => {
+                let mut tx = pool.begin().await?;
+                sqlx::query(lift).execute(&mut *tx).await?;
+                sqlx::query(DELETE_FINISHED_ATTEMPTS)
+                    .bind(integration)
+                    .bind(finished_before)
+                    .execute(&mut *tx)
+                    .await?;
+                let n = sqlx::query(DELETE_FINISHED)
+                    .bind(integration)
+                    .bind(finished_before)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                tx.commit().await?;
+                Ok(n)
+            }
+        }
     }
 
     /// Forgets signature digests whose window has passed. Returns how many were removed.
