@@ -66,7 +66,9 @@ impl Completer {
                 let settings = Settings {
                     window: Duration::ZERO,
                     max_batch: 128,
-                    concurrency: 2,
+                    // One completion in flight: two split the batches in half and made them
+                    // wait on each other's rows (docs/performance.md, round 5).
+                    concurrency: 1,
                 };
                 Some(Batcher::start(settings, None, commit))
             }

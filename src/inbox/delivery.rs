@@ -31,6 +31,33 @@ pub struct Claimed {
     pub due_at: Option<DateTime<Utc>>,
 }
 
+impl Claimed {
+    /// The claim without its payload (body, headers): enough to complete or release it.
+    pub fn lease_only(&self) -> Claimed {
+        Claimed {
+            id: self.id,
+            integration: self.integration.clone(),
+            event_id: self.event_id.clone(),
+            event_type: self.event_type.clone(),
+            headers: serde_json::Value::Null,
+            content_type: None,
+            body: Vec::new(),
+            attempt: self.attempt,
+            lease_until: self.lease_until,
+            received_at: self.received_at,
+            signed_at: self.signed_at,
+            due_at: self.due_at,
+        }
+    }
+
+    /// Frees the payload once it has been sent; the claim stays usable for completion.
+    pub fn shed_payload(&mut self) {
+        self.body = Vec::new();
+        self.headers = serde_json::Value::Null;
+        self.content_type = None;
+    }
+}
+
 /// How a claimed event ends this round.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Completion {

@@ -162,19 +162,23 @@ async fn gather<T: Send + 'static, R: Send + 'static>(
             .acquire_owned()
             .await
             .expect("semaphore never closed");
-        let mut batch = vec![first];
+        let mut batch = Vec::with_capacity(cfg.max_batch);
+        keep_waited(&mut batch, first);
         while batch.len() < cfg.max_batch {
             match rx.try_recv() {
-                Ok(job) => batch.push(job),
+                Ok(job) => keep_waited(&mut batch, job),
                 Err(_) => break,
             }
+        }
+        if batch.is_empty() {
+            continue;
         }
         let others_busy = permits.available_permits() + 1 < cfg.concurrency;
         if (batch.len() > 1 || others_busy) && !cfg.window.is_zero() {
             let deadline = tokio::time::Instant::now() + cfg.window;
             while batch.len() < cfg.max_batch {
                 match tokio::time::timeout_at(deadline, rx.recv()).await {
-                    Ok(Some(job)) => batch.push(job),
+                    Ok(Some(job)) => keep_waited(&mut batch, job),
                     _ => break,
                 }
             }
@@ -191,6 +195,16 @@ async fn gather<T: Send + 'static, R: Send + 'static>(
                 let _ = reply.send(result);
             }
         });
+    }
+}
+
+/// Adds `job` unless its submitter has stopped waiting: a request past its deadline has already
+/// been answered 503 (the provider sends it again), and a completion past its deadline leaves the
+/// event to its lease. Committing such work anyway kept an overloaded receiver busy with requests
+/// nobody waited for, so every later one missed its deadline too (docs/performance.md, round 5).
+fn keep_waited<T, R>(batch: &mut Vec<Job<T, R>>, job: Job<T, R>) {
+    if !job.reply.is_closed() {
+        batch.push(job);
     }
 }
 
@@ -230,5 +244,68 @@ async fn commit_events(
                 .map(|_| Err(Error::Unavailable(cause.clone())))
                 .collect()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A batch commit that records what it was given and waits for `release` before answering.
+    fn recording(
+        seen: Arc<Mutex<Vec<u32>>>,
+        release: Arc<tokio::sync::Notify>,
+    ) -> CommitFn<u32, u32> {
+        Arc::new(move |items| {
+            let (seen, release) = (seen.clone(), release.clone());
+            Box::pin(async move {
+                seen.lock().unwrap().extend(items.iter().copied());
+                release.notified().await;
+                items.into_iter().map(Ok).collect()
+            })
+        })
+    }
+
+    #[tokio::test]
+    async fn work_whose_submitter_gave_up_is_not_committed() {
+        let settings = Settings {
+            window: Duration::ZERO,
+            max_batch: 8,
+            concurrency: 1,
+        };
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let release = Arc::new(tokio::sync::Notify::new());
+        let batcher = Batcher::start(settings, None, recording(seen.clone(), release.clone()));
+
+        // The first batch holds the only transaction slot until released.
+        let first = tokio::spawn({
+            let b = batcher.clone();
+            async move { b.submit(1).await }
+        });
+        while seen.lock().unwrap().is_empty() {
+            tokio::task::yield_now().await;
+        }
+        // Queued behind it: one submitter gives up, one keeps waiting.
+        let gave_up = tokio::time::timeout(Duration::from_millis(20), batcher.submit(2)).await;
+        assert!(gave_up.is_err());
+        let waiting = tokio::spawn({
+            let b = batcher.clone();
+            async move { b.submit(3).await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+
+        release.notify_one();
+        assert_eq!(first.await.unwrap().unwrap(), 1);
+        while seen.lock().unwrap().len() < 2 {
+            tokio::task::yield_now().await;
+        }
+        release.notify_one();
+        assert_eq!(waiting.await.unwrap().unwrap(), 3);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [1, 3],
+            "the abandoned item was committed"
+        );
     }
 }

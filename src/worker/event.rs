@@ -28,22 +28,28 @@ struct Passed {
 impl Worker {
     /// One claimed event through gate, delivery and completion.
     pub async fn deliver(&self, event: &Claimed) {
-        self.deliver_in(event, None).await
+        self.deliver_in(event.clone(), None).await
     }
 
     /// [`Worker::deliver`] in one of the pool's delivery slots, given back as soon as the
     /// destination has answered: the slots bound the requests in flight to destinations
     /// (`--concurrency`), and holding one while the outcome is written made every slot wait on
     /// database commits as well (docs/performance.md).
-    pub(crate) async fn deliver_in(&self, event: &Claimed, slot: Option<OwnedSemaphorePermit>) {
+    ///
+    /// Once answered, the event also sheds its body and headers: the outcome is written without
+    /// them, so the events waiting on that commit (the pool holds up to
+    /// [`HELD_PER_SLOT`](super::defaults::HELD_PER_SLOT) times the slots) hold little memory.
+    pub(crate) async fn deliver_in(&self, mut event: Claimed, slot: Option<OwnedSemaphorePermit>) {
         let Some(target) = self.inner.targets.load().get(&event.integration).cloned() else {
-            return self.unconfigured(event).await;
+            return self.unconfigured(&event).await;
         };
-        let Some(Passed { held, version }) = self.gate(event, &target).await else {
+        let Some(Passed { held, version }) = self.gate(&event, &target).await else {
             return;
         };
-        let (result, attempt) = self.attempt(event, &target).await;
+        let (result, attempt) = self.attempt(&event, &target).await;
         drop(slot);
+        event.shed_payload();
+        let event = &event;
         let jitter = rand::random_range(-1.0..=1.0);
         let attempt_no = u32::try_from(event.attempt).unwrap_or(u32::MAX);
         let completion = match retry::decide(&result, attempt_no, &target.schedule, jitter) {

@@ -36,14 +36,10 @@ impl Worker {
         loop {
             while tasks.try_join_next().is_some() {}
             // Slots come back when destinations answer. Events held (delivering, or having
-            // their outcome written) stay within twice the slots, so a slow database slows
-            // claiming too.
+            // their outcome written) stay within HELD_PER_SLOT times the slots, so a slow
+            // database slows claiming too.
             let slots = permits.available_permits();
-            let free = slots.min(
-                cfg.concurrency
-                    .saturating_mul(2)
-                    .saturating_sub(tasks.len()),
-            );
+            let free = slots.min(held_limit(cfg.concurrency).saturating_sub(tasks.len()));
             if !claim_now(free, cfg.concurrency) {
                 // Woken by a task that ended, or by enough slots coming back when the slots
                 // (not events being recorded) are what holds the claim back.
@@ -94,11 +90,12 @@ impl Worker {
                 in_flight
                     .lock()
                     .expect("lock poisoned")
-                    .insert(event.id, event.clone());
+                    .insert(event.id, event.lease_only());
                 let (worker, in_flight) = (self.clone(), in_flight.clone());
                 tasks.spawn(async move {
-                    worker.deliver_in(&event, Some(permit)).await;
-                    in_flight.lock().expect("lock poisoned").remove(&event.id);
+                    let id = event.id;
+                    worker.deliver_in(event, Some(permit)).await;
+                    in_flight.lock().expect("lock poisoned").remove(&id);
                 });
             }
         }
@@ -124,6 +121,12 @@ impl Worker {
             }
         }
     }
+}
+
+/// The most events the pool holds at once: delivering (at most `concurrency`, with their bodies)
+/// plus those whose outcome is being written (without them).
+fn held_limit(concurrency: usize) -> usize {
+    concurrency.saturating_mul(super::defaults::HELD_PER_SLOT)
 }
 
 /// Whether to claim now with `free` of `concurrency` delivery slots free. While deliveries run,

@@ -1234,12 +1234,14 @@ on_both_backends!(
 
 /// A delivery slot comes back when the destination has answered, not when the outcome has been
 /// written: while PostgreSQL holds every completion (a lock on `delivery_attempts`), a worker with
-/// one slot still delivers a second event, and stops at two events held (twice its slots). Once
-/// the database lets go, all three are processed.
+/// one slot still delivers more events, and stops at `HELD_PER_SLOT` events held. Once the
+/// database lets go, all of them and the next one are processed.
 #[sqlx::test(migrations = "migrations/postgres")]
 async fn a_slot_is_free_once_the_destination_answered_while_the_outcome_is_written(pool: PgPool) {
+    use hookgate::worker::defaults::HELD_PER_SLOT;
     let s = Setup::new(Inbox::Postgres(pool.clone())).await;
-    for id in ["s-1", "s-2", "s-3"] {
+    let ids: Vec<String> = (1..=HELD_PER_SLOT + 1).map(|i| format!("s-{i}")).collect();
+    for id in &ids {
         s.event("w/orders", id, "{}").await;
     }
     let mut blocker = pool.begin().await.unwrap();
@@ -1252,10 +1254,18 @@ async fn a_slot_is_free_once_the_destination_answered_while_the_outcome_is_writt
         ..cfg()
     });
     let running = crate::common::running::start([w]);
-    assert_eq!(s.dest.wait_for(2, Duration::from_secs(10)).await.len(), 2);
-    // Two events held: the third waits for a completion, however long the database takes.
+    let held = s
+        .dest
+        .wait_for(HELD_PER_SLOT, Duration::from_secs(10))
+        .await;
+    assert_eq!(held.len(), HELD_PER_SLOT);
+    // That many held: the next waits for a completion, however long the database takes.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(s.dest.received().len(), 2, "more than twice the slots held");
+    assert_eq!(
+        s.dest.received().len(),
+        HELD_PER_SLOT,
+        "more than HELD_PER_SLOT events held for one slot"
+    );
     let (status, _, _, _) = s.row("s-1").await;
     assert_eq!(
         status, "processing",
@@ -1263,9 +1273,11 @@ async fn a_slot_is_free_once_the_destination_answered_while_the_outcome_is_writt
     );
 
     blocker.rollback().await.unwrap();
-    s.dest.wait_for(3, Duration::from_secs(10)).await;
+    s.dest
+        .wait_for(HELD_PER_SLOT + 1, Duration::from_secs(10))
+        .await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    for id in ["s-1", "s-2", "s-3"] {
+    for id in &ids {
         while s.row(id).await.0 != "processed" {
             assert!(tokio::time::Instant::now() < deadline, "{id} not processed");
             tokio::time::sleep(Duration::from_millis(25)).await;
