@@ -72,11 +72,12 @@ impl Inbox {
         integration: &str,
         finished_before: DateTime<Utc>,
     ) -> Result<u64> {
-        let lift = super::lift_statement_timeout(self);
         match self {
             Inbox::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
-                sqlx::query(lift).execute(&mut *tx).await?;
+                sqlx::query(super::lift_statement_timeout(self))
+                    .execute(&mut *tx)
+                    .await?;
                 let n: i64 = sqlx::query_scalar(DELETE_FINISHED_PG)
                     .bind(integration)
                     .bind(finished_before)
@@ -87,10 +88,10 @@ impl Inbox {
             }
             // SQLite's foreign key cascades; deleting the attempts first also covers a connection
             // opened without `foreign_keys`. Finished rows never change status again, and SQLite
-            // has one writer, so both statements select the same rows.
+            // has one writer, so both statements select the same rows. (No statement timeout to
+            // lift: SQLite's is a busy timeout.)
             Inbox::Sqlite(pool) => {
                 let mut tx = pool.begin().await?;
-                sqlx::query(lift).execute(&mut *tx).await?;
                 sqlx::query(DELETE_FINISHED_ATTEMPTS)
                     .bind(integration)
                     .bind(finished_before)
