@@ -162,7 +162,7 @@ async fn gather<T: Send + 'static, R: Send + 'static>(
             .acquire_owned()
             .await
             .expect("semaphore never closed");
-        let mut batch = Vec::with_capacity(cfg.max_batch);
+        let mut batch = Vec::new();
         keep_waited(&mut batch, first);
         while batch.len() < cfg.max_batch {
             match rx.try_recv() {
@@ -200,8 +200,8 @@ async fn gather<T: Send + 'static, R: Send + 'static>(
 
 /// Adds `job` unless its submitter has stopped waiting: a request past its deadline has already
 /// been answered 503 (the provider sends it again), and a completion past its deadline leaves the
-/// event to its lease. Committing such work anyway kept an overloaded receiver busy with requests
-/// nobody waited for, so every later one missed its deadline too (docs/performance.md, round 5).
+/// event to its lease. Committing such work anyway would keep an overloaded receiver busy with
+/// requests nobody waits for while the waiting ones miss their deadlines too.
 fn keep_waited<T, R>(batch: &mut Vec<Job<T, R>>, job: Job<T, R>) {
     if !job.reply.is_closed() {
         batch.push(job);
