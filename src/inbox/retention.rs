@@ -15,24 +15,34 @@ const PURGE_PAYLOADS: &str = "UPDATE inbox_events SET body = $1, body_purged_at 
      WHERE integration = $3 AND status IN ('processed', 'ignored') AND body_purged_at IS NULL \
      AND COALESCE(processed_at, received_at) < $4";
 
-const DELETE_FINISHED_ATTEMPTS: &str = "DELETE FROM delivery_attempts WHERE event_row IN \
-     (SELECT id FROM inbox_events WHERE integration = $1 AND status IN ('processed', 'ignored') \
-     AND COALESCE(processed_at, received_at) < $2)";
+/// Finished events of integration `$1` that finished before `$2`: the rows retention deletes.
+macro_rules! finished_before {
+    () => {
+        "integration = $1 AND status IN ('processed', 'ignored') \
+         AND COALESCE(processed_at, received_at) < $2"
+    };
+}
+
+const DELETE_FINISHED_ATTEMPTS: &str = concat!(
+    "DELETE FROM delivery_attempts WHERE event_row IN (SELECT id FROM inbox_events WHERE ",
+    finished_before!(),
+    ")"
+);
 
 const WITH_FINISHED: &str = "SELECT DISTINCT integration FROM inbox_events \
      WHERE status IN ('processed', 'ignored')";
 
-const DELETE_FINISHED: &str = "DELETE FROM inbox_events \
-     WHERE integration = $1 AND status IN ('processed', 'ignored') \
-     AND COALESCE(processed_at, received_at) < $2";
+const DELETE_FINISHED: &str = concat!("DELETE FROM inbox_events WHERE ", finished_before!());
 
 /// PostgreSQL's attempts have no foreign key (migration 0005): the attempts of exactly the events
 /// this statement deletes go with them, whatever finished in the meantime.
-const DELETE_FINISHED_PG: &str = "WITH gone AS (DELETE FROM inbox_events \
-     WHERE integration = $1 AND status IN ('processed', 'ignored') \
-     AND COALESCE(processed_at, received_at) < $2 RETURNING id), \
-     attempts AS (DELETE FROM delivery_attempts WHERE event_row IN (SELECT id FROM gone)) \
-     SELECT COUNT(*) FROM gone";
+const DELETE_FINISHED_PG: &str = concat!(
+    "WITH gone AS (DELETE FROM inbox_events WHERE ",
+    finished_before!(),
+    " RETURNING id), ",
+    "attempts AS (DELETE FROM delivery_attempts WHERE event_row IN (SELECT id FROM gone)) ",
+    "SELECT COUNT(*) FROM gone"
+);
 
 impl Inbox {
     /// Replaces the body of every finished event of `integration` that finished before
@@ -84,7 +94,7 @@ impl Inbox {
                     .fetch_one(&mut *tx)
                     .await?;
                 tx.commit().await?;
-                Ok(n.max(0) as u64)
+                Ok(u64::try_from(n).unwrap_or(0))
             }
             // SQLite's foreign key cascades; deleting the attempts first also covers a connection
             // opened without `foreign_keys`. Finished rows never change status again, and SQLite
