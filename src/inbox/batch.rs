@@ -141,8 +141,14 @@ where
         .collect()
 }
 
+/// Due on arrival; a leased event keeps that too, as a claimed one keeps its due time.
 fn next_attempt(ev: &NewEvent) -> Option<DateTime<Utc>> {
-    (ev.status == Status::Pending).then_some(ev.received_at)
+    matches!(ev.status, Status::Pending | Status::Processing).then_some(ev.received_at)
+}
+
+/// A leased event is stored as its first attempt's claim would have left it.
+fn attempts(ev: &NewEvent) -> i64 {
+    i64::from(ev.lease_until.is_some())
 }
 
 fn dead_lettered_at(ev: &NewEvent) -> Option<DateTime<Utc>> {
@@ -159,11 +165,11 @@ const PG_NONCES: &str = "INSERT INTO signature_nonces (integration, digest, expi
 
 const PG_EVENTS: &str = "INSERT INTO inbox_events (integration, event_id, event_type, scheme, \
      key_id, signed_at, headers, content_type, body, body_sha256, status, next_attempt_at, received_at, \
-     last_error, dead_lettered_at, source, source_credential) \
+     last_error, dead_lettered_at, source, source_credential, locked_until, attempts) \
      SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
      $6::timestamptz[], $7::jsonb[], $8::text[], $9::bytea[], $10::bytea[], $11::text[], \
      $12::timestamptz[], $13::timestamptz[], $14::text[], $15::timestamptz[], $16::text[], \
-     $17::text[]) \
+     $17::text[], $18::timestamptz[], $19::bigint[]) \
      ON CONFLICT (integration, event_id) DO NOTHING RETURNING id, integration, event_id";
 
 /// Public so a test can check its plan.
@@ -231,6 +237,8 @@ impl BatchTx for On<'_, PgConnection> {
             .bind(evs.iter().map(|e| dead_lettered_at(e)).collect::<Vec<_>>())
             .bind(col(|e| Some(e.arrival.as_str())))
             .bind(col(|e| e.credential.as_deref()))
+            .bind(evs.iter().map(|e| e.lease_until).collect::<Vec<_>>())
+            .bind(evs.iter().map(|e| attempts(e)).collect::<Vec<_>>())
             .fetch_all(&mut *self.0)
             .await?;
         rows.iter()
@@ -291,7 +299,7 @@ impl BatchTx for On<'_, SqliteConnection> {
         let mut q = QueryBuilder::<Sqlite>::new(
             "INSERT INTO inbox_events (integration, event_id, event_type, scheme, key_id, \
              signed_at, headers, content_type, body, body_sha256, status, next_attempt_at, received_at, \
-             last_error, dead_lettered_at, source, source_credential) ",
+             last_error, dead_lettered_at, source, source_credential, locked_until, attempts) ",
         );
         q.push_values(evs, |mut b, e| {
             b.push_bind(e.integration.as_str())
@@ -310,7 +318,9 @@ impl BatchTx for On<'_, SqliteConnection> {
                 .push_bind(e.last_error.as_deref())
                 .push_bind(dead_lettered_at(e))
                 .push_bind(e.arrival.as_str())
-                .push_bind(e.credential.as_deref());
+                .push_bind(e.credential.as_deref())
+                .push_bind(e.lease_until)
+                .push_bind(attempts(e));
         });
         q.push(
             " ON CONFLICT (integration, event_id) DO NOTHING RETURNING id, integration, event_id",

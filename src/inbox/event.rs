@@ -1,5 +1,6 @@
 //! What goes into the inbox and what comes out of it.
 
+use super::Claimed;
 use crate::signature::Verified;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -102,6 +103,8 @@ pub struct NewEvent {
     pub(super) needs_nonce: bool,
     /// The signature digest, computed only when it is needed.
     pub(super) digest: [u8; 32],
+    /// Set when the event is stored leased to this process's workers ([`super::Handoff`]).
+    pub(super) lease_until: Option<DateTime<Utc>>,
 }
 
 fn initial(ignored: bool) -> Status {
@@ -156,6 +159,7 @@ impl NewEvent {
             nonce_expires_at: crate::time::after(received_at, nonce_retention),
             digest,
             needs_nonce,
+            lease_until: None,
         }
     }
 
@@ -196,6 +200,7 @@ impl NewEvent {
             digest: [0; 32],
             // No signature, so no nonce: the id alone dedupes.
             needs_nonce: false,
+            lease_until: None,
         }
     }
 }
@@ -209,6 +214,34 @@ impl NewEvent {
             self.last_error = Some(reason);
         }
         self
+    }
+
+    /// Stored as `processing`, leased to this process's workers until `until` (attempt 1), as a
+    /// claim would have left it. Only an event to deliver is leased; any other is unchanged.
+    pub fn leased(mut self, until: DateTime<Utc>) -> Self {
+        if self.status == Status::Pending {
+            self.status = Status::Processing;
+            self.lease_until = Some(until);
+        }
+        self
+    }
+
+    /// The claim a leased event's row `id` stands for, as [`super::Inbox::claim`] would return it.
+    pub fn claimed(&self, id: i64) -> Option<Claimed> {
+        Some(Claimed {
+            id,
+            integration: self.integration.clone(),
+            event_id: self.event_id.clone(),
+            event_type: self.event_type.clone(),
+            headers: self.headers.clone(),
+            content_type: self.content_type.clone(),
+            body: self.body.to_vec(),
+            attempt: 1,
+            lease_until: self.lease_until?,
+            received_at: self.received_at,
+            signed_at: self.signed_at,
+            due_at: Some(self.received_at),
+        })
     }
 
     pub fn event_id(&self) -> &str {

@@ -23,6 +23,7 @@ mod dedupe;
 mod delivery;
 mod event;
 mod group;
+mod handoff;
 mod kept;
 mod list;
 mod retention;
@@ -39,6 +40,7 @@ pub use dead_letters::*;
 pub use delivery::{Advance, Attempt, CLAIM_FROM_PG, CLAIM_PG, Claimed, Completion};
 pub use event::{Arrival, EventSummary, InsertOutcome, ListFilter, NewEvent, Status};
 pub use group::{GroupCommit, GroupCommitConfig, MAX_BATCH};
+pub use handoff::{Handed, Handoff, Reservation, handoff};
 pub use stats::InboxStat;
 
 use crate::redact::redact_url;

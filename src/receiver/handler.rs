@@ -9,7 +9,7 @@ use super::limits::RouteLimiter;
 use super::refusal_log::{self, Refusal};
 use super::reply;
 use crate::http::reply::Reply;
-use crate::inbox::{InsertOutcome, NewEvent};
+use crate::inbox::{Claimed, InsertOutcome, NewEvent};
 use crate::metrics::Metrics;
 use crate::route::{CompiledRoute, Source};
 use crate::signature::{Handshake, Rejection, Subscription, Verified};
@@ -252,11 +252,33 @@ async fn process(
         None => event,
     };
     let key_id = event.key_id().to_string();
+    // Leased to this process's workers while they have room: no claim has to read it back. The
+    // lease runs on the wall clock, as the workers' claims do, whatever clock stamps arrivals.
+    let place = rx
+        .handoff
+        .as_ref()
+        .and_then(|h| h.reserve(chrono::Utc::now()));
+    let (event, claim) = match &place {
+        Some(place) => {
+            let event = event.leased(place.lease_until());
+            let claim = event.claimed(0);
+            (event, claim)
+        }
+        None => (event, None),
+    };
     let result = rx.intake.insert(event).await;
     let reply = reply::stored(&result, ignored);
-    // Only an event to deliver wakes the workers; a dead-lettered version has nothing for them.
-    if let (Reply::Accepted, None, Some(arrivals)) = (reply, &unsupported, &rx.arrivals) {
-        arrivals.committed();
+    match (&result, place, claim) {
+        (Ok(InsertOutcome::Inserted { id }), Some(place), Some(claim)) => {
+            place.send(Claimed { id: *id, ..claim });
+        }
+        // Only an event to deliver wakes the workers; a dead-lettered version has nothing for
+        // them. (A place not used is given back when dropped.)
+        _ => {
+            if let (Reply::Accepted, None, Some(arrivals)) = (reply, &unsupported, &rx.arrivals) {
+                arrivals.committed();
+            }
+        }
     }
     if reply == Reply::Duplicate {
         Metrics::count(&rx.metrics.duplicates, &route.integration);

@@ -43,6 +43,8 @@ pub struct Receiver {
     intake: GroupCommit,
     /// Wakes the workers of this process when an event is stored (standalone).
     arrivals: Option<crate::inbox::Arrivals>,
+    /// Stores new events leased to the workers of this process while they have room (standalone).
+    handoff: Option<crate::inbox::Handoff>,
     clock: Clock,
     metrics: Arc<Metrics>,
     body_timeout: Duration,
@@ -77,6 +79,7 @@ impl Receiver {
             inbox,
             intake,
             arrivals: None,
+            handoff: None,
             clock: Arc::new(Utc::now),
             metrics,
             body_timeout: BODY_TIMEOUT,
@@ -113,6 +116,13 @@ impl Receiver {
     /// Signals `arrivals` whenever a request stores a new event to deliver.
     pub fn with_arrivals(mut self, arrivals: crate::inbox::Arrivals) -> Self {
         self.arrivals = Some(arrivals);
+        self
+    }
+
+    /// Stores new events already leased to the workers at the other end of `handoff` while they
+    /// have room, and hands them over once committed, instead of leaving them for a claim.
+    pub fn with_handoff(mut self, handoff: crate::inbox::Handoff) -> Self {
+        self.handoff = Some(handoff);
         self
     }
 

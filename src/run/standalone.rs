@@ -85,10 +85,16 @@ pub async fn run(
         .with_refusal_log_rps(cfg.refusal_log_rps)
         .with_trusted_proxies(cfg.trusted_proxies)
         .with_arrivals(arrivals.clone());
-    let worker = cfg
-        .worker
-        .clone()
-        .map(|w| Worker::new(inbox, targets, w, metrics.clone()).with_arrivals(arrivals));
+    // New events go to the workers leased at intake while they have room (docs/performance.md,
+    // round 6): a claim would only read back what the receiver has in memory.
+    let (worker, receiver) = match cfg.worker.clone() {
+        Some(w) => {
+            let worker = Worker::new(inbox, targets, w, metrics.clone()).with_arrivals(arrivals);
+            let (worker, handoff) = worker.with_handoff();
+            (Some(worker), receiver.with_handoff(handoff))
+        }
+        None => (None, receiver),
+    };
 
     let listener = match cfg.listen {
         Some(addr) => {

@@ -95,6 +95,8 @@ struct Inner {
     metrics: Arc<Metrics>,
     /// Wakes an idle pool before its next poll (the receiver in the same process signals it).
     arrivals: crate::inbox::Arrivals,
+    /// Events the receiver of this process stored leased to this pool; taken by `run`.
+    handed: std::sync::Mutex<Option<crate::inbox::Handed>>,
 }
 
 impl Worker {
@@ -133,6 +135,7 @@ impl Worker {
                 cfg,
                 metrics,
                 arrivals: Default::default(),
+                handed: Default::default(),
             }),
         }
     }
@@ -144,6 +147,20 @@ impl Worker {
             .expect("with_arrivals is called before the worker is shared")
             .arrivals = arrivals;
         self
+    }
+
+    /// The end through which the receiver of this process stores new events leased to this pool
+    /// while it has room (`concurrency` events handed over and not started), so that they need no
+    /// claim. Call before the worker is cloned or run.
+    pub fn with_handoff(mut self) -> (Self, crate::inbox::Handoff) {
+        let cfg = &self.inner.cfg;
+        let (handoff, handed) = crate::inbox::handoff(cfg.concurrency, cfg.lease);
+        *Arc::get_mut(&mut self.inner)
+            .expect("with_handoff is called before the worker is shared")
+            .handed
+            .get_mut()
+            .expect("lock poisoned") = Some(handed);
+        (self, handoff)
     }
 
     /// Replaces the targets; deliveries already running keep the target they started with.

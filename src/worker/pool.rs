@@ -3,14 +3,14 @@
 //! releasing their claims.
 
 use super::{Worker, janitor};
-use crate::inbox::{Claimed, Inbox};
+use crate::inbox::{Claimed, Handed, Inbox};
 use crate::metrics::Metrics;
 use chrono::Utc;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 impl Worker {
@@ -31,10 +31,20 @@ impl Worker {
             self.inner.metrics.clone(),
         ));
 
+        let mut handed = self.inner.handed.lock().expect("lock poisoned").take();
+        // One handed-over event taken while waiting, started as soon as a slot is free.
+        let mut waiting: Option<Claimed> = None;
         let mut cursor = super::cursor::Cursor::default();
         tokio::pin!(shutdown);
         loop {
             while tasks.try_join_next().is_some() {}
+            // Handed-over events are leased already: they take free slots before any claim.
+            while let Ok(permit) = permits.clone().try_acquire_owned() {
+                let Some(event) = waiting.take().or_else(|| handed.as_mut()?.try_recv()) else {
+                    break;
+                };
+                self.start(&mut tasks, &in_flight, event, permit);
+            }
             // Slots come back when destinations answer. Events held (delivering, or having
             // their outcome written) stay within HELD_PER_SLOT times the slots, so a slow
             // database slows claiming too.
@@ -49,6 +59,10 @@ impl Worker {
                     _ = &mut shutdown => break,
                     _ = tasks.join_next() => continue,
                     _ = permits.acquire_many(wait), if slots < enough => continue,
+                    Some(event) = next_handed(&mut handed), if waiting.is_none() => {
+                        waiting = Some(event);
+                        continue;
+                    }
                 }
             }
             // A cluster worker learns its targets from a watch: an event claimed before the
@@ -79,28 +93,23 @@ impl Worker {
                     _ = &mut shutdown => break,
                     _ = tokio::time::sleep(cfg.poll) => continue,
                     _ = self.inner.arrivals.wait() => continue,
+                    Some(event) = next_handed(&mut handed), if waiting.is_none() => {
+                        waiting = Some(event);
+                        continue;
+                    }
                 }
             }
             for event in batch {
-                let permit = permits
-                    .clone()
-                    .acquire_owned()
-                    .await
-                    .expect("semaphore is never closed");
-                in_flight
-                    .lock()
-                    .expect("lock poisoned")
-                    .insert(event.id, event.lease_only());
-                let (worker, in_flight) = (self.clone(), in_flight.clone());
-                tasks.spawn(async move {
-                    let id = event.id;
-                    worker.deliver_in(event, Some(permit)).await;
-                    in_flight.lock().expect("lock poisoned").remove(&id);
-                });
+                let permit = slot(&permits).await;
+                self.start(&mut tasks, &in_flight, event, permit);
             }
         }
         janitor.abort();
         gauges.abort();
+        // From here the receiver stores new events pending for a claim.
+        if let Some(h) = handed.as_mut() {
+            h.close();
+        }
         let drained = tokio::time::timeout(cfg.grace, async {
             while tasks.join_next().await.is_some() {}
         })
@@ -109,17 +118,68 @@ impl Worker {
             tasks.abort_all();
             while tasks.join_next().await.is_some() {}
         }
-        let left: Vec<Claimed> = in_flight
+        let mut left: Vec<Claimed> = in_flight
             .lock()
             .expect("lock poisoned")
             .drain()
             .map(|(_, c)| c)
             .collect();
+        left.extend(waiting);
+        if let Some(mut h) = handed {
+            // Events handed over and not started, and those of inserts still committing (they
+            // give up by the database deadline): released, so they need not wait for the lease.
+            let _ = tokio::time::timeout(cfg.db.deadline(), async {
+                while let Some(event) = h.recv().await {
+                    left.push(event);
+                }
+            })
+            .await;
+        }
         for event in left {
             if let Err(e) = self.inner.inbox.release(&event, Utc::now()).await {
                 tracing::warn!(event_id = %event.event_id, error = %e, "could not release claim; it returns after the lease");
             }
         }
+    }
+}
+
+impl Worker {
+    /// Delivers `event` on a task of its own in the slot `permit`, keeping its claim in
+    /// `in_flight` until it ends.
+    fn start(
+        &self,
+        tasks: &mut JoinSet<()>,
+        in_flight: &Arc<Mutex<HashMap<i64, Claimed>>>,
+        event: Claimed,
+        permit: OwnedSemaphorePermit,
+    ) {
+        in_flight
+            .lock()
+            .expect("lock poisoned")
+            .insert(event.id, event.lease_only());
+        let (worker, in_flight) = (self.clone(), in_flight.clone());
+        tasks.spawn(async move {
+            let id = event.id;
+            worker.deliver_in(event, Some(permit)).await;
+            in_flight.lock().expect("lock poisoned").remove(&id);
+        });
+    }
+}
+
+/// A delivery slot, once one is free.
+async fn slot(permits: &Arc<Semaphore>) -> OwnedSemaphorePermit {
+    permits
+        .clone()
+        .acquire_owned()
+        .await
+        .expect("semaphore is never closed")
+}
+
+/// The next handed-over event; never, for a pool without a hand-over.
+async fn next_handed(handed: &mut Option<Handed>) -> Option<Claimed> {
+    match handed {
+        Some(h) => h.recv().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -27,6 +27,7 @@ mod faults;
 mod faults_delivery;
 mod fuzz_smoke;
 mod group_commit;
+mod handoff;
 mod hostile_http;
 mod hostile_inputs;
 mod listener_limits;

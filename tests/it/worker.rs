@@ -79,7 +79,7 @@ spec:
     )
 }
 
-fn cfg() -> WorkerConfig {
+pub(crate) fn cfg() -> WorkerConfig {
     WorkerConfig {
         concurrency: 8,
         lease: Duration::from_secs(2),
@@ -90,17 +90,17 @@ fn cfg() -> WorkerConfig {
 }
 
 /// (status, attempts, last_error, next_attempt_at) of one event.
-type EventRow = (String, i64, Option<String>, Option<DateTime<Utc>>);
+pub(crate) type EventRow = (String, i64, Option<String>, Option<DateTime<Utc>>);
 
-struct Setup {
-    h: Harness,
-    dest: Destination,
+pub(crate) struct Setup {
+    pub(crate) h: Harness,
+    pub(crate) dest: Destination,
     /// Shared by every worker of the test, so counters add up across them.
     metrics: Arc<Metrics>,
 }
 
 impl Setup {
-    async fn new(inbox: Inbox) -> Self {
+    pub(crate) async fn new(inbox: Inbox) -> Self {
         let dest = Destination::start().await;
         let yaml = manifests(&dest.url);
         Self::with_yaml(inbox, dest, &yaml)
@@ -114,7 +114,7 @@ impl Setup {
         }
     }
 
-    fn inbox(&self) -> &Inbox {
+    pub(crate) fn inbox(&self) -> &Inbox {
         self.h.receiver.inbox()
     }
 
@@ -122,14 +122,20 @@ impl Setup {
         self.worker_with(cfg())
     }
 
-    fn worker_with(&self, cfg: WorkerConfig) -> Worker {
+    pub(crate) fn worker_with(&self, cfg: WorkerConfig) -> Worker {
         let targets = worker::targets(&self.h.receiver.routes());
         Worker::new(self.inbox().clone(), targets, cfg, self.metrics.clone())
     }
 
     /// Accepts one event through the receiver. Besides the provider's signature, the request
     /// carries two headers `orders` forwards and one nobody forwards.
-    async fn event(&self, integration: &str, id: &str, body: &str) {
+    pub(crate) async fn event(&self, integration: &str, id: &str, body: &str) {
+        let answer = self.send(integration, id, body).await;
+        assert_eq!(answer, accepted(), "{integration} {id}");
+    }
+
+    /// Like [`Setup::event`], returning the receiver's answer instead of asserting it.
+    pub(crate) async fn send(&self, integration: &str, id: &str, body: &str) -> serde_json::Value {
         let sent = SendOptions {
             event_id: Some(id.into()),
             ..opts()
@@ -138,11 +144,10 @@ impl Setup {
         headers.push(("X-Request-Id".into(), format!("req-{id}")));
         headers.push(("X-Trace-Id".into(), format!("trace-{id}")));
         headers.push(("X-Unlisted".into(), format!("unlisted-{id}")));
-        let r = self.h.post(&path, &headers, body).await;
-        assert_eq!(r.json, accepted(), "{integration} {id}");
+        self.h.post(&path, &headers, body).await.json
     }
 
-    async fn row(&self, event_id: &str) -> EventRow {
+    pub(crate) async fn row(&self, event_id: &str) -> EventRow {
         on!(self.inbox(), pool => {
             let r = sqlx::query(
                 "SELECT status, attempts, last_error, next_attempt_at FROM inbox_events WHERE event_id = $1",
@@ -156,7 +161,7 @@ impl Setup {
     }
 
     /// The inbox row id of an event (of any integration; ids are unique per test).
-    async fn row_id(&self, event_id: &str) -> i64 {
+    pub(crate) async fn row_id(&self, event_id: &str) -> i64 {
         on!(self.inbox(), pool => {
             sqlx::query_scalar("SELECT id FROM inbox_events WHERE event_id = $1")
                 .bind(event_id)
@@ -167,7 +172,10 @@ impl Setup {
     }
 
     /// (attempt, status code, error, outcome) of every recorded attempt, oldest first.
-    async fn attempts(&self, event_id: &str) -> Vec<(i64, Option<i64>, Option<String>, String)> {
+    pub(crate) async fn attempts(
+        &self,
+        event_id: &str,
+    ) -> Vec<(i64, Option<i64>, Option<String>, String)> {
         on!(self.inbox(), pool => {
             sqlx::query(
                 "SELECT a.attempt, a.status_code, a.error, a.outcome FROM delivery_attempts a \

@@ -1,0 +1,201 @@
+//! The receiver storing new events leased to the workers of its own process (standalone), on both
+//! backends: the row is what a claim would have left, the completion's fence matches it, a pool
+//! without room (or stopped) gets a plain pending row, and shutdown gives back what never started.
+
+use crate::common::destination::Answer;
+use crate::common::*;
+use crate::worker::{Setup, cfg};
+use chrono::{DateTime, Utc};
+use hookgate::inbox::{Completion, Inbox, handoff};
+use hookgate::worker::WorkerConfig;
+use sqlx::Row;
+use sqlx::types::Json;
+use std::time::Duration;
+
+const LEASE: Duration = Duration::from_secs(60);
+
+/// (status, attempts, locked_until, headers) of one event's row.
+async fn stored(
+    s: &Setup,
+    event_id: &str,
+) -> (String, i64, Option<DateTime<Utc>>, serde_json::Value) {
+    on!(s.inbox(), pool => {
+        let r = sqlx::query(
+            "SELECT status, attempts, locked_until, headers FROM inbox_events WHERE event_id = $1",
+        )
+        .bind(event_id)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        let headers: Json<serde_json::Value> = r.get(3);
+        (r.get(0), r.get(1), r.get(2), headers.0)
+    })
+}
+
+/// The pool of `s` with a poll of an hour, leasing for [`LEASE`], with the receiver of `s`
+/// handing over to it: an event it delivers promptly was handed over, never claimed.
+fn pool_with_handoff(s: &mut Setup, concurrency: usize) -> hookgate::worker::Worker {
+    let w = s.worker_with(WorkerConfig {
+        concurrency,
+        lease: LEASE,
+        poll: Duration::from_secs(3600),
+        grace: Duration::from_millis(300),
+        ..cfg()
+    });
+    let (w, end) = w.with_handoff();
+    s.h.receiver = s.h.receiver.clone().with_handoff(end);
+    w
+}
+
+async fn a_stored_event_is_handed_over_leased_as_its_claim_would_be(inbox: Inbox) {
+    let mut s = Setup::new(inbox).await;
+    let (end, mut handed) = handoff(4, LEASE);
+    s.h.receiver = s.h.receiver.clone().with_handoff(end);
+    let before = Utc::now();
+    s.event("w/orders", "h-1", r#"{"id":"h-1"}"#).await;
+    let after = Utc::now();
+
+    let got = handed.try_recv().expect("handed over once committed");
+    assert!(handed.try_recv().is_none(), "one event, one hand-over");
+    let (status, attempts, locked, headers) = stored(&s, "h-1").await;
+    assert_eq!((status.as_str(), attempts), ("processing", 1));
+    assert_eq!(
+        locked,
+        Some(got.lease_until),
+        "the row holds the lease handed over"
+    );
+    let lease = chrono::TimeDelta::from_std(LEASE).unwrap();
+    let (from, to) = (before + lease, after + lease);
+    assert!(
+        got.lease_until >= from - chrono::TimeDelta::microseconds(1) && got.lease_until <= to,
+        "leased for the workers' lease from arrival: {} not in [{from}, {to}]",
+        got.lease_until
+    );
+    assert_eq!(got.id, s.row_id("h-1").await);
+    assert_eq!((got.attempt, got.event_id.as_str()), (1, "h-1"));
+    assert_eq!(got.body, br#"{"id":"h-1"}"#);
+    assert_eq!(got.headers, headers, "the headers as a claim reads them");
+
+    let done = s
+        .inbox()
+        .complete(
+            &got,
+            &Completion::Processed { version: None },
+            None,
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        done,
+        "the completion's fence (id, attempt, lease) matches the stored row"
+    );
+    assert_eq!(s.row("h-1").await.0, "processed");
+}
+
+async fn only_a_new_event_is_handed_over_and_an_unused_place_comes_back(inbox: Inbox) {
+    let mut s = Setup::new(inbox).await;
+    // One place: had the duplicate kept it, the next event could not be handed over.
+    let (end, mut handed) = handoff(1, LEASE);
+    s.h.receiver = s.h.receiver.clone().with_handoff(end);
+    s.event("w/orders", "d-1", "{}").await;
+    assert_eq!(handed.try_recv().map(|e| e.event_id), Some("d-1".into()));
+
+    assert_eq!(s.send("w/orders", "d-1", "{}").await, duplicate());
+    assert!(
+        handed.try_recv().is_none(),
+        "a duplicate is not handed over"
+    );
+    assert_eq!(stored(&s, "d-1").await.1, 1, "the stored row is untouched");
+
+    s.event("w/orders", "d-2", "{}").await;
+    assert_eq!(handed.try_recv().map(|e| e.event_id), Some("d-2".into()));
+}
+
+async fn without_room_an_event_is_stored_pending_for_a_claim(inbox: Inbox) {
+    let mut s = Setup::new(inbox).await;
+    let (end, mut handed) = handoff(1, LEASE);
+    s.h.receiver = s.h.receiver.clone().with_handoff(end.clone());
+    let taken = end.reserve(Utc::now()).expect("the one place");
+    s.event("w/orders", "p-1", "{}").await;
+    let (status, attempts, locked, _) = stored(&s, "p-1").await;
+    assert_eq!((status.as_str(), attempts, locked), ("pending", 0, None));
+    assert!(handed.try_recv().is_none());
+
+    drop(taken);
+    s.event("w/orders", "p-2", "{}").await;
+    assert_eq!(stored(&s, "p-2").await.0, "processing", "room again");
+    assert!(handed.try_recv().is_some());
+}
+
+async fn a_pool_delivers_what_it_is_handed_without_a_claim(inbox: Inbox) {
+    let mut s = Setup::new(inbox).await;
+    let w = pool_with_handoff(&mut s, 8);
+    let running = crate::common::running::start([w]);
+    // The pool's first claim finds nothing; after it, only a hand-over delivers within the hour.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.event("w/orders", "w-1", r#"{"id":"w-1"}"#).await;
+    let got = s.dest.wait_for(1, Duration::from_secs(20)).await;
+    assert_eq!(got.len(), 1, "delivered without a claim");
+    assert_eq!(got[0].body, br#"{"id":"w-1"}"#);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while s.row("w-1").await.0 != "processed" {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "outcome not recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    running.stop().await;
+    let (_, attempts, _, _) = s.row("w-1").await;
+    assert_eq!(attempts, 1);
+    let recorded = s.attempts("w-1").await;
+    assert_eq!(recorded.len(), 1);
+    assert_eq!((recorded[0].0, recorded[0].1), (1, Some(200)));
+}
+
+/// One slot: the first event hangs at the destination, the second waits handed over. Stopping
+/// gives both back as pending (no attempt counted), and the stopped pool hands nothing more.
+async fn shutdown_releases_handed_events_and_later_ones_are_stored_pending(inbox: Inbox) {
+    let mut s = Setup::new(inbox).await;
+    s.dest.script([Answer::Hang]);
+    let w = pool_with_handoff(&mut s, 1);
+    let running = crate::common::running::start([w]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.event("w/orders", "first", "{}").await;
+    assert_eq!(s.dest.wait_for(1, Duration::from_secs(10)).await.len(), 1);
+    s.event("w/orders", "second", "{}").await;
+    assert_eq!(
+        stored(&s, "second").await.0,
+        "processing",
+        "handed over, waiting"
+    );
+
+    tokio::time::timeout(Duration::from_secs(30), running.stop())
+        .await
+        .expect("the pool stops within its grace and the database deadline");
+    for id in ["first", "second"] {
+        let (status, attempts, locked, _) = stored(&s, id).await;
+        assert_eq!(
+            (status.as_str(), attempts, locked),
+            ("pending", 0, None),
+            "{id}"
+        );
+        assert!(s.attempts(id).await.is_empty(), "{id}: no attempt recorded");
+    }
+    s.event("w/orders", "after", "{}").await;
+    assert_eq!(
+        stored(&s, "after").await.0,
+        "pending",
+        "a stopped pool takes nothing"
+    );
+    assert_eq!(s.dest.received().len(), 1, "nothing else was sent");
+}
+
+on_both_backends!(
+    a_stored_event_is_handed_over_leased_as_its_claim_would_be,
+    only_a_new_event_is_handed_over_and_an_unused_place_comes_back,
+    without_room_an_event_is_stored_pending_for_a_claim,
+    a_pool_delivers_what_it_is_handed_without_a_claim,
+    shutdown_releases_handed_events_and_later_ones_are_stored_pending,
+);
