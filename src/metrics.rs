@@ -83,6 +83,8 @@ pub struct Metrics {
     pub key_phase: Family<KeyPhaseLabels, Gauge>,
     /// Refusal log lines the receiver's per-process budget dropped (one flood, one number).
     pub refusal_logs_dropped: Counter,
+    /// Events stored leased to the workers of the receiver's process and handed over (standalone).
+    pub handed_over: Family<IntegrationLabels, Counter>,
     pub catch_up_missing: Family<IntegrationLabels, Counter>,
     pub catch_up_present: Family<IntegrationLabels, Counter>,
     pub catch_up_errors: Family<ReasonLabels, Counter>,
@@ -118,6 +120,7 @@ impl Metrics {
             verified_requests: Family::default(),
             key_phase: Family::default(),
             refusal_logs_dropped: Counter::default(),
+            handed_over: Family::default(),
             catch_up_missing: Family::default(),
             catch_up_present: Family::default(),
             catch_up_errors: Family::default(),
@@ -205,6 +208,11 @@ impl Metrics {
             "refusal_logs_dropped",
             "Refused requests whose log line the receiver dropped to stay within its per-process line budget (--refusal-log-rps)",
             m.refusal_logs_dropped.clone(),
+        );
+        r.register(
+            "events_handed_over",
+            "New events the receiver stored leased to the workers of its own process and handed over, so that no claim had to read them back (standalone)",
+            m.handed_over.clone(),
         );
         r.register(
             "catch_up_missing",

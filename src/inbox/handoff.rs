@@ -10,7 +10,8 @@
 //! hand-over never happens (the process dies, the workers stopped) is claimed again when its
 //! lease expires, like the claim of a killed worker. When the workers have no room the receiver
 //! stores the event `pending` and workers claim it as before; workers in other processes only
-//! ever claim.
+//! ever claim. How handed-over events share the slots with claims (so that older events are not
+//! left behind new ones) is the pool's rule, in `worker::pool`.
 
 use super::Claimed;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};

@@ -271,6 +271,7 @@ async fn process(
     match (&result, place, claim) {
         (Ok(InsertOutcome::Inserted { id }), Some(place), Some(claim)) => {
             place.send(Claimed { id: *id, ..claim });
+            Metrics::count(&rx.metrics.handed_over, &route.integration);
         }
         // Only an event to deliver wakes the workers; a dead-lettered version has nothing for
         // them. (A place not used is given back when dropped.)

@@ -20,7 +20,9 @@ impl Worker {
         let cfg = &self.inner.cfg;
         let permits = Arc::new(Semaphore::new(cfg.concurrency));
         let in_flight: Arc<Mutex<HashMap<i64, Claimed>>> = Arc::default();
-        let mut tasks = JoinSet::new();
+        // Each task says whether its event was handed over (true) or claimed.
+        let mut tasks: JoinSet<bool> = JoinSet::new();
+        let mut share = Share::new(cfg.concurrency);
         let janitor = tokio::spawn(janitor::run(
             self.inner.inbox.clone(),
             self.clone(),
@@ -37,13 +39,25 @@ impl Worker {
         let mut cursor = super::cursor::Cursor::default();
         tokio::pin!(shutdown);
         loop {
-            while tasks.try_join_next().is_some() {}
-            // Handed-over events are leased already: they take free slots before any claim.
-            while let Ok(permit) = permits.clone().try_acquire_owned() {
+            while let Some(done) = tasks.try_join_next() {
+                share.ended(done);
+            }
+            // Handed-over events are leased already: they take free slots before any claim,
+            // up to their share while claims find events waiting.
+            while share.may_start_handed()
+                && let Ok(permit) = permits.clone().try_acquire_owned()
+            {
                 let Some(event) = waiting.take().or_else(|| handed.as_mut()?.try_recv()) else {
                     break;
                 };
-                self.start(&mut tasks, &in_flight, event, permit);
+                if !lease_left_for_an_attempt(event.lease_until, Utc::now(), cfg.lease) {
+                    // It waited too long for a slot: its attempt could outlive its lease.
+                    drop(permit);
+                    tasks.spawn(self.clone().put_back(event));
+                    continue;
+                }
+                share.started_handed();
+                self.start(&mut tasks, &in_flight, event, permit, true);
             }
             // Slots come back when destinations answer. Events held (delivering, or having
             // their outcome written) stay within HELD_PER_SLOT times the slots, so a slow
@@ -57,7 +71,10 @@ impl Worker {
                 let wait = u32::try_from(enough).unwrap_or(u32::MAX);
                 tokio::select! {
                     _ = &mut shutdown => break,
-                    _ = tasks.join_next() => continue,
+                    Some(done) = tasks.join_next() => {
+                        share.ended(done);
+                        continue;
+                    }
                     _ = permits.acquire_many(wait), if slots < enough => continue,
                     Some(event) = next_handed(&mut handed), if waiting.is_none() => {
                         waiting = Some(event);
@@ -84,6 +101,7 @@ impl Worker {
                 }
             };
             cursor.claimed(claim, &batch, Instant::now());
+            share.claimed(free, batch.len());
             if batch.is_empty() {
                 if claim != super::cursor::Claim::Full {
                     // Drained past the cursor: look from the start before going idle.
@@ -101,7 +119,7 @@ impl Worker {
             }
             for event in batch {
                 let permit = slot(&permits).await;
-                self.start(&mut tasks, &in_flight, event, permit);
+                self.start(&mut tasks, &in_flight, event, permit, false);
             }
         }
         janitor.abort();
@@ -148,10 +166,11 @@ impl Worker {
     /// `in_flight` until it ends.
     fn start(
         &self,
-        tasks: &mut JoinSet<()>,
+        tasks: &mut JoinSet<bool>,
         in_flight: &Arc<Mutex<HashMap<i64, Claimed>>>,
         event: Claimed,
         permit: OwnedSemaphorePermit,
+        handed: bool,
     ) {
         in_flight
             .lock()
@@ -162,8 +181,31 @@ impl Worker {
             let id = event.id;
             worker.deliver_in(event, Some(permit)).await;
             in_flight.lock().expect("lock poisoned").remove(&id);
+            handed
         });
     }
+}
+
+impl Worker {
+    /// Gives a handed-over event back for a claim in due order (not counted as an attempt).
+    async fn put_back(self, event: Claimed) -> bool {
+        if let Err(e) = self.inner.inbox.release(&event, Utc::now()).await {
+            tracing::warn!(integration = %event.integration, event_id = %event.event_id, error = %e, "could not put a handed-over event back; it is claimed again when its lease expires");
+        }
+        false
+    }
+}
+
+/// Whether an event leased until `lease_until` may still start an attempt at `now`: an attempt
+/// lasts at most ¾ of the lease (`retry::attempt_timeout`), and must end inside it. A claimed event
+/// starts at once; a handed-over event may have waited for a slot since its insert.
+fn lease_left_for_an_attempt(
+    lease_until: chrono::DateTime<Utc>,
+    now: chrono::DateTime<Utc>,
+    lease: Duration,
+) -> bool {
+    let left = (lease_until - now).to_std().unwrap_or_default();
+    left >= super::retry::attempt_timeout(Duration::MAX, lease)
 }
 
 /// A delivery slot, once one is free.
@@ -180,6 +222,48 @@ async fn next_handed(handed: &mut Option<Handed>) -> Option<Claimed> {
     match handed {
         Some(h) => h.recv().await,
         None => std::future::pending().await,
+    }
+}
+
+/// How the slots are shared between handed-over and claimed events. A hand-over jumps the queue:
+/// while claims come back full (older events wait in the inbox, another tenant's retries say),
+/// handed-over events may hold only three quarters of the slots, so that claims keep a quarter and
+/// the oldest waiting events keep moving however fast new ones arrive. Otherwise they may take all.
+#[derive(Debug)]
+struct Share {
+    concurrency: usize,
+    handed_running: usize,
+    backlog: bool,
+}
+
+impl Share {
+    fn new(concurrency: usize) -> Self {
+        Self {
+            concurrency,
+            handed_running: 0,
+            backlog: false,
+        }
+    }
+
+    fn may_start_handed(&self) -> bool {
+        !self.backlog || self.handed_running < self.concurrency - self.concurrency.div_ceil(4)
+    }
+
+    fn started_handed(&mut self) {
+        self.handed_running += 1;
+    }
+
+    /// A delivery task ended (`Err`: it panicked or was aborted; counted as claimed, which at
+    /// worst lets one more handed-over event start).
+    fn ended(&mut self, done: Result<bool, tokio::task::JoinError>) {
+        if done.unwrap_or(false) {
+            self.handed_running = self.handed_running.saturating_sub(1);
+        }
+    }
+
+    /// A claim asked for `asked` events and got `got`: as many means more may be waiting.
+    fn claimed(&mut self, asked: usize, got: usize) {
+        self.backlog = got >= asked && asked > 0;
     }
 }
 
@@ -210,7 +294,69 @@ async fn refresh_inbox_gauges(inbox: Inbox, metrics: Arc<Metrics>) {
 
 #[cfg(test)]
 mod tests {
-    use super::claim_now;
+    use super::{Share, claim_now, lease_left_for_an_attempt};
+    use chrono::{TimeDelta, Utc};
+    use std::time::Duration;
+
+    #[test]
+    fn a_handed_event_starts_only_with_three_quarters_of_its_lease_left() {
+        let lease = Duration::from_secs(60);
+        let now = Utc::now();
+        let at = |s| now + TimeDelta::seconds(s);
+        assert!(
+            lease_left_for_an_attempt(at(60), now, lease),
+            "just handed over"
+        );
+        assert!(
+            lease_left_for_an_attempt(at(45), now, lease),
+            "waited a quarter"
+        );
+        assert!(
+            !lease_left_for_an_attempt(at(44), now, lease),
+            "waited longer"
+        );
+        assert!(!lease_left_for_an_attempt(at(-5), now, lease), "lease over");
+    }
+
+    #[test]
+    fn while_claims_find_a_backlog_handed_over_events_keep_to_three_quarters_of_the_slots() {
+        let mut s = Share::new(8);
+        for _ in 0..8 {
+            assert!(s.may_start_handed(), "no backlog: all the slots");
+            s.started_handed();
+        }
+        s.claimed(4, 4);
+        assert!(
+            !s.may_start_handed(),
+            "a full claim: a quarter is kept for claims"
+        );
+        s.ended(Ok(false));
+        assert!(
+            !s.may_start_handed(),
+            "a claimed event ending frees no handed share"
+        );
+        for _ in 0..2 {
+            s.ended(Ok(true));
+        }
+        assert!(!s.may_start_handed(), "6 of 8 handed: at the share");
+        s.ended(Ok(true));
+        assert!(s.may_start_handed(), "5 of 8 handed: under the share");
+        s.claimed(4, 3);
+        s.started_handed();
+        s.started_handed();
+        assert!(
+            s.may_start_handed(),
+            "a short claim: nothing waits, all the slots again"
+        );
+        let mut one = Share::new(1);
+        one.claimed(1, 1);
+        assert!(
+            !one.may_start_handed(),
+            "one slot and a backlog: the claim's turn"
+        );
+        one.claimed(1, 0);
+        assert!(one.may_start_handed());
+    }
 
     #[test]
     fn a_busy_worker_claims_once_a_quarter_of_its_slots_are_free() {

@@ -75,6 +75,12 @@ async fn a_stored_event_is_handed_over_leased_as_its_claim_would_be(inbox: Inbox
     assert_eq!((got.attempt, got.event_id.as_str()), (1, "h-1"));
     assert_eq!(got.body, br#"{"id":"h-1"}"#);
     assert_eq!(got.headers, headers, "the headers as a claim reads them");
+    assert!(
+        s.h.metrics
+            .encode()
+            .contains(r#"hookgate_events_handed_over_total{integration="w/orders"} 1"#),
+        "counted"
+    );
 
     let done = s
         .inbox()
