@@ -144,6 +144,13 @@ def build():
          "From the provider's signed timestamp (receipt when unsigned) to processed, retries included "
          "(hookgate_completion_latency_seconds).",
          quantiles("hookgate_completion_latency_seconds"), "s"),
+        ("Deliveries handed over at intake",
+         "hookgate_events_handed_over_total over hookgate_delivery_attempts_total: the share of attempts whose "
+         "event the receiver handed to the workers of its own process, with no claim (hookgate standalone only; "
+         "empty for the chart's separate pods). Falling under load: the workers are saturated and events wait for "
+         "claims.",
+         [(f"sum(rate(hookgate_events_handed_over_total{{{F}}}{R})) / "
+           f"sum(rate(hookgate_delivery_attempts_total{{{F}}}{R}))", "handed over")], "percentunit"),
     ])
     d.row("Controller and keys")
     d.series([

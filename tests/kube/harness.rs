@@ -87,6 +87,21 @@ pub fn spawn(cmd: Command) -> Child {
     rx.recv().unwrap().expect("spawn a child process")
 }
 
+/// Removes `dir` once this process has ended, however it ends: a shell of its own session waits
+/// for its stdin, a pipe only this process holds, to close. The suite's shared server lives in a
+/// static, which is never dropped, so its `TempDir` alone left ~130 MB of etcd data in the temp
+/// directory after every run.
+fn sweep_when_done(dir: &Path) -> Child {
+    let mut cmd = Command::new("setsid");
+    // The pause lets etcd, killed by --pdeathsig at the same moment, stop writing first.
+    cmd.args(["sh", "-c", "cat >/dev/null; sleep 2; rm -rf -- \"$0\""])
+        .arg(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    spawn(cmd)
+}
+
 pub fn deathbound(bin: &Path) -> Command {
     let mut cmd = Command::new("setpriv");
     cmd.args(["--pdeathsig", "KILL", "--"]).arg(bin);
@@ -138,6 +153,8 @@ fn make_credentials(dir: &Path, admin_token: &str) {
 /// One etcd + kube-apiserver pair. Dropping it stops both.
 pub struct ApiServer {
     dir: tempfile::TempDir,
+    /// Removes `dir` once the server is dropped or the test process ends ([`sweep_when_done`]).
+    _sweeper: Child,
     etcd: Mutex<Child>,
     apiserver: Mutex<Option<Child>>,
     apiserver_args: Vec<String>,
@@ -172,6 +189,7 @@ impl ApiServer {
             .prefix("hookgate-kube.")
             .tempdir()
             .unwrap();
+        let sweeper = sweep_when_done(dir.path());
         let admin_token = crate::random_hex(ADMIN_TOKEN_LEN);
         make_credentials(dir.path(), &admin_token);
         let (client, peer, port) = (free_port(), free_port(), free_port());
@@ -216,6 +234,7 @@ impl ApiServer {
         ];
         let server = ApiServer {
             dir,
+            _sweeper: sweeper,
             etcd: Mutex::new(etcd),
             apiserver: Mutex::new(None),
             apiserver_args,
