@@ -33,6 +33,9 @@ pub struct BenchArgs {
     /// Length of each pgbench run (`pgbench -T`).
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub pgbench_run: Duration,
+    /// pgbench runs per setting; the median is the anchor the ratios use.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=15))]
+    pub pgbench_runs: u32,
     /// The pgbench binary; by default `pg_config --bindir`, then /usr/lib/postgresql/*/bin, then PATH.
     #[arg(long)]
     pub pgbench: Option<PathBuf>,

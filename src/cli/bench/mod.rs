@@ -152,17 +152,33 @@ async fn pgbench_rows(
         (1, "pgbench: 1 row/transaction"),
         (50, "pgbench: 50 rows/transaction"),
     ] {
-        eprintln!("bench: {name} ({})", bin.display());
-        env.reset().await?;
-        let rate = pgbench::rows_per_second(
-            &bin,
-            &env.url,
-            rows,
-            args.concurrency,
-            args.pgbench_run,
-            &body,
-        )
-        .await?;
+        eprintln!(
+            "bench: {name} ({}), {} runs",
+            bin.display(),
+            args.pgbench_runs
+        );
+        let mut runs = Vec::new();
+        for _ in 0..args.pgbench_runs {
+            env.reset().await?;
+            let rate = pgbench::rows_per_second(
+                &bin,
+                &env.url,
+                rows,
+                args.concurrency,
+                args.pgbench_run,
+                &body,
+            )
+            .await?;
+            runs.push(rate);
+        }
+        let rate = pgbench::median(&runs);
+        if runs.len() > 1 {
+            let each: Vec<String> = runs.iter().map(|r| format!("{r:.0}")).collect();
+            report.note(format!(
+                "{name}: runs {}/s, the median used",
+                each.join(", ")
+            ));
+        }
         report.push(Row::rate(name, rate));
         if rows == 1 {
             one_row = rate;

@@ -168,9 +168,30 @@ pub async fn rows_per_second(
     Ok(summary.tps * rows as f64)
 }
 
+/// The middle of `runs` (the mean of the two middle ones for an even count). One pgbench run of
+/// 10 s moved by up to a fifth between runs minutes apart on the same cluster (docs/performance.md,
+/// round 6), more than the changes its ratios were meant to show.
+pub fn median(runs: &[f64]) -> f64 {
+    let mut sorted = runs.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_anchor_is_the_median_run() {
+        assert_eq!(median(&[22_174.0, 18_423.0, 20_545.0]), 20_545.0);
+        assert_eq!(median(&[2.0, 1.0]), 1.5);
+        assert_eq!(median(&[7.0]), 7.0);
+        assert_eq!(median(&[]), 0.0);
+    }
 
     const PG15: &str = "pgbench (15.18 (Debian 15.18-0+deb12u1))
 transaction type: /tmp/insert_1.sql

@@ -125,6 +125,7 @@ impl Report {
                 "body_bytes": args.body_bytes,
                 "worker_concurrency": args.worker_concurrency,
                 "pgbench_run_s": args.pgbench_run.as_secs_f64(),
+                "pgbench_runs": args.pgbench_runs,
                 "pipeline_step_s": args.pipeline_secs.as_secs_f64(),
                 "pipeline_steps": args.pipeline_steps,
                 "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
