@@ -254,9 +254,11 @@ async fn process(
     let key_id = event.key_id().to_string();
     // Leased to this process's workers while they have room: no claim has to read it back. The
     // lease runs on the wall clock, as the workers' claims do, whatever clock stamps arrivals.
+    // An ignored or dead-lettered event has nothing to deliver and takes no place.
     let place = rx
         .handoff
         .as_ref()
+        .filter(|_| !ignored && unsupported.is_none())
         .and_then(|h| h.reserve(chrono::Utc::now()));
     let (event, claim) = match &place {
         Some(place) => {
