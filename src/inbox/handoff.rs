@@ -11,7 +11,7 @@
 //! lease expires, like the claim of a killed worker. When the workers have no room the receiver
 //! stores the event `pending` and workers claim it as before; workers in other processes only
 //! ever claim. How handed-over events share the slots with claims (so that older events are not
-//! left behind new ones) is the pool's rule, in `worker::pool`.
+//! left behind new ones) is the pool's rule, in `worker::slots`.
 
 use super::Claimed;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};

@@ -15,6 +15,7 @@ pub mod ordering;
 mod pool;
 pub mod resolver;
 pub mod retry;
+mod slots;
 
 use crate::destination;
 use crate::inbox::{Claimed, Inbox};

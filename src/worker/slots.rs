@@ -1,0 +1,159 @@
+//! How a pool gives out its delivery slots, free of I/O so that the rules are tested on their
+//! own: when a busy pool claims, how events handed over by the receiver of the process share the
+//! slots with claimed ones, and when a handed-over event is too late to start.
+
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+
+/// A quarter of the slots, rounded up: what a busy pool waits for before it claims, and what
+/// claims keep while they find a backlog.
+pub(super) fn quarter(concurrency: usize) -> usize {
+    concurrency.div_ceil(4)
+}
+
+/// Whether to claim now with `free` of `concurrency` delivery slots free. While deliveries run,
+/// a claim waits until a quarter of the slots are free, so that a busy worker spends one claim
+/// commit on several events rather than one per event. An idle worker claims at once.
+pub(super) fn claim_now(free: usize, concurrency: usize) -> bool {
+    free > 0 && (free >= concurrency || free >= quarter(concurrency))
+}
+
+/// How the slots are shared between handed-over and claimed events. A hand-over jumps the queue:
+/// while claims come back full (older events wait in the inbox, another tenant's retries say),
+/// handed-over events may hold only three quarters of the slots, so that claims keep a quarter and
+/// the oldest waiting events keep moving however fast new ones arrive. Otherwise they may take all.
+#[derive(Debug)]
+pub(super) struct Share {
+    concurrency: usize,
+    handed_running: usize,
+    backlog: bool,
+}
+
+impl Share {
+    pub(super) fn new(concurrency: usize) -> Self {
+        Self {
+            concurrency,
+            handed_running: 0,
+            backlog: false,
+        }
+    }
+
+    pub(super) fn may_start_handed(&self) -> bool {
+        !self.backlog || self.handed_running < self.concurrency - quarter(self.concurrency)
+    }
+
+    pub(super) fn started_handed(&mut self) {
+        self.handed_running += 1;
+    }
+
+    /// A delivery task ended (`Err`: it panicked or was aborted; counted as claimed, which at
+    /// worst lets one more handed-over event start).
+    pub(super) fn ended(&mut self, done: Result<bool, tokio::task::JoinError>) {
+        if done.unwrap_or(false) {
+            self.handed_running = self.handed_running.saturating_sub(1);
+        }
+    }
+
+    /// A claim asked for `asked` events and got `got`: as many means more may be waiting.
+    pub(super) fn claimed(&mut self, asked: usize, got: usize) {
+        self.backlog = got >= asked && asked > 0;
+    }
+}
+
+/// Whether an event leased until `lease_until` may still start an attempt at `now`: an attempt
+/// lasts at most ¾ of the lease (`retry::attempt_timeout`), and must end inside it. A claimed event
+/// starts at once; a handed-over event may have waited for a slot since its insert.
+pub(super) fn lease_left_for_an_attempt(
+    lease_until: DateTime<Utc>,
+    now: DateTime<Utc>,
+    lease: Duration,
+) -> bool {
+    let left = (lease_until - now).to_std().unwrap_or_default();
+    left >= super::retry::attempt_timeout(Duration::MAX, lease)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Share, claim_now, lease_left_for_an_attempt};
+    use chrono::{TimeDelta, Utc};
+    use std::time::Duration;
+
+    #[test]
+    fn a_handed_event_starts_only_with_three_quarters_of_its_lease_left() {
+        let lease = Duration::from_secs(60);
+        let now = Utc::now();
+        let at = |s| now + TimeDelta::seconds(s);
+        assert!(
+            lease_left_for_an_attempt(at(60), now, lease),
+            "just handed over"
+        );
+        assert!(
+            lease_left_for_an_attempt(at(45), now, lease),
+            "waited a quarter"
+        );
+        assert!(
+            !lease_left_for_an_attempt(at(44), now, lease),
+            "waited longer"
+        );
+        assert!(!lease_left_for_an_attempt(at(-5), now, lease), "lease over");
+    }
+
+    #[test]
+    fn while_claims_find_a_backlog_handed_over_events_keep_to_three_quarters_of_the_slots() {
+        let mut s = Share::new(8);
+        for _ in 0..8 {
+            assert!(s.may_start_handed(), "no backlog: all the slots");
+            s.started_handed();
+        }
+        s.claimed(4, 4);
+        assert!(
+            !s.may_start_handed(),
+            "a full claim: a quarter is kept for claims"
+        );
+        s.ended(Ok(false));
+        assert!(
+            !s.may_start_handed(),
+            "a claimed event ending frees no handed share"
+        );
+        for _ in 0..2 {
+            s.ended(Ok(true));
+        }
+        assert!(!s.may_start_handed(), "6 of 8 handed: at the share");
+        s.ended(Ok(true));
+        assert!(s.may_start_handed(), "5 of 8 handed: under the share");
+        s.claimed(4, 3);
+        s.started_handed();
+        s.started_handed();
+        assert!(
+            s.may_start_handed(),
+            "a short claim: nothing waits, all the slots again"
+        );
+        let mut one = Share::new(1);
+        one.claimed(1, 1);
+        assert!(
+            !one.may_start_handed(),
+            "one slot and a backlog: the claim's turn"
+        );
+        one.claimed(1, 0);
+        assert!(one.may_start_handed());
+    }
+
+    #[test]
+    fn a_busy_worker_claims_once_a_quarter_of_its_slots_are_free() {
+        let cases = [
+            // (free, concurrency, claim)
+            (16, 16, true),
+            (4, 16, true),
+            (3, 16, false),
+            (0, 16, false),
+            (1, 1, true),
+            (0, 1, false),
+            (1, 2, true),
+            (1, 5, false),
+            (2, 5, true),
+        ];
+        for (free, concurrency, want) in cases {
+            assert_eq!(claim_now(free, concurrency), want, "{free}/{concurrency}");
+        }
+    }
+}
