@@ -188,8 +188,13 @@ impl Worker {
 
     /// Gives a handed-over event back for a claim in due order (not counted as an attempt).
     async fn put_back(self, event: Claimed) -> bool {
-        if let Err(e) = self.inner.inbox.release(&event, Utc::now()).await {
-            tracing::warn!(integration = %event.integration, event_id = %event.event_id, error = %e, "could not put a handed-over event back; it is claimed again when its lease expires");
+        match self.inner.inbox.release(&event, Utc::now()).await {
+            // The pool's claim may have run before this commit and gone idle: it would find the
+            // event only at its next poll.
+            Ok(_) => self.inner.arrivals.committed(),
+            Err(e) => {
+                tracing::warn!(integration = %event.integration, event_id = %event.event_id, error = %e, "could not put a handed-over event back; it is claimed again when its lease expires")
+            }
         }
         false
     }

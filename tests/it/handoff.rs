@@ -1,6 +1,7 @@
 //! The receiver storing new events leased to the workers of its own process (standalone), on both
 //! backends: the row is what a claim would have left, the completion's fence matches it, a pool
-//! without room (or stopped) gets a plain pending row, and shutdown gives back what never started.
+//! without room (or stopped) gets a plain pending row, an event that waited too long for a slot
+//! is claimed afresh, and shutdown gives back what never started.
 
 use crate::common::destination::Answer;
 use crate::common::*;
@@ -198,7 +199,56 @@ async fn shutdown_releases_handed_events_and_later_ones_are_stored_pending(inbox
     assert_eq!(s.dest.received().len(), 1, "nothing else was sent");
 }
 
+/// One slot and a 4 s lease (attempts time out after 3 s). The first event hangs for its whole
+/// attempt while the second waits handed over, so when the slot comes back the second has about
+/// 1 s of its lease left: too little for an attempt. It is put back and claimed afresh at once
+/// (the poll is an hour): its delivery runs under a new lease, and is still attempt 1.
+async fn a_handed_event_left_without_lease_for_an_attempt_is_claimed_afresh(inbox: Inbox) {
+    let lease = Duration::from_secs(4);
+    let mut s = Setup::new(inbox).await;
+    s.dest.script([Answer::Hang, Answer::Hang]);
+    let w = s.worker_with(WorkerConfig {
+        concurrency: 1,
+        lease,
+        poll: Duration::from_secs(3600),
+        grace: Duration::from_millis(300),
+        ..cfg()
+    });
+    let (w, end) = w.with_handoff();
+    s.h.receiver = s.h.receiver.clone().with_handoff(end);
+    let running = crate::common::running::start([w]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.event("w/orders", "first", "{}").await;
+    assert_eq!(s.dest.wait_for(1, Duration::from_secs(10)).await.len(), 1);
+    s.event("w/orders", "second", "{}").await;
+    let (status, _, handed_lease, _) = stored(&s, "second").await;
+    assert_eq!(status, "processing", "handed over, waiting for the slot");
+    let handed_lease = handed_lease.unwrap();
+
+    let got = s.dest.wait_for(2, Duration::from_secs(20)).await;
+    let delivered_at = Utc::now();
+    assert_eq!(
+        got.len(),
+        2,
+        "the second event was delivered within the poll"
+    );
+    assert_eq!(
+        got[1].header("hookgate-attempt"),
+        "1",
+        "putting back counts no attempt"
+    );
+    let (status, attempts, locked, _) = stored(&s, "second").await;
+    assert_eq!((status.as_str(), attempts), ("processing", 1));
+    let locked = locked.unwrap();
+    assert!(
+        locked > handed_lease && locked >= delivered_at + chrono::TimeDelta::seconds(2),
+        "delivered under a fresh lease ({locked}), not the one it was handed with ({handed_lease})"
+    );
+    running.stop().await;
+}
+
 on_both_backends!(
+    a_handed_event_left_without_lease_for_an_attempt_is_claimed_afresh,
     a_stored_event_is_handed_over_leased_as_its_claim_would_be,
     only_a_new_event_is_handed_over_and_an_unused_place_comes_back,
     without_room_an_event_is_stored_pending_for_a_claim,
