@@ -179,6 +179,51 @@ fn bench_runs_every_phase_and_reports_every_figure() {
 }
 
 #[test]
+fn bench_measures_the_build_given_with_hookgate() {
+    // A wrapper that notes how it was started, then becomes the real binary.
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let other = dir.path().join("hookgate-other");
+    let script = format!(
+        "#!/bin/sh\necho \"$1\" >> '{}'\nexec '{BIN}' \"$@\"\n",
+        ran.display()
+    );
+    std::fs::write(&other, script).unwrap();
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = other.to_str().unwrap();
+    let (report, _) = bench(&["--only", "intake", "--events", "200", "--hookgate", path]);
+    assert_eq!(report["setup"]["hookgate"], path, "{report}");
+    assert!(
+        phases(&report).iter().any(|p| p.contains("intake")),
+        "{report}"
+    );
+    let started = std::fs::read_to_string(&ran).unwrap_or_default();
+    assert!(started.lines().any(|l| l == "standalone"), "{started:?}");
+
+    let url = std::env::var("DATABASE_URL").expect("DATABASE_URL (tests/run.sh sets it)");
+    let missing = dir.path().join("missing");
+    let out = Command::new(BIN)
+        .args([
+            "bench",
+            "--only",
+            "intake",
+            "--database-url",
+            &url,
+            "--hookgate",
+        ])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("--hookgate") && stderr.contains(missing.to_str().unwrap()),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn bench_without_pgbench_says_so_and_invents_nothing() {
     let (report, stdout) = bench(&["--only", "pgbench", "--pgbench", "/nonexistent/pgbench"]);
     assert!(phases(&report).is_empty(), "{report}");

@@ -52,6 +52,10 @@ pub struct BenchArgs {
     /// the closed-loop run with the receiver beside them.
     #[arg(long)]
     pub pipeline_start: Option<f64>,
+    /// The hookgate binary the bench starts as receiver and workers; by default itself. With
+    /// another build here, two builds are compared under the same load generator and sink.
+    #[arg(long, value_name = "PATH")]
+    pub hookgate: Option<PathBuf>,
     /// Also write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,

@@ -49,6 +49,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         args.pipeline_steps >= 1,
         "--pipeline-steps must be at least 1"
     );
+    if let Some(path) = &args.hookgate {
+        anyhow::ensure!(
+            path.is_file(),
+            "--hookgate {}: no such file (the hookgate binary to measure)",
+            path.display()
+        );
+    }
     let phase = |p: Phase| args.only.contains(&p);
     let mut report = Report::new(&args);
     let env = setup::Env::create(&args).await?;

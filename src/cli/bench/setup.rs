@@ -34,6 +34,8 @@ pub struct Env {
     pub pool: PgPool,
     dir: tempfile::TempDir,
     body_bytes: usize,
+    /// The binary started as receiver and workers.
+    hookgate: PathBuf,
 }
 
 impl Env {
@@ -74,6 +76,10 @@ impl Env {
             pool,
             dir: tempfile::tempdir()?,
             body_bytes: args.body_bytes,
+            hookgate: match &args.hookgate {
+                Some(path) => path.clone(),
+                None => std::env::current_exe()?,
+            },
         })
     }
 
@@ -214,7 +220,7 @@ spec:
     }
 
     fn spawn(&self, name: &str, args: &[&str], addr: SocketAddr) -> anyhow::Result<Child> {
-        let mut cmd = Command::new(std::env::current_exe()?);
+        let mut cmd = Command::new(&self.hookgate);
         cmd.args(args)
             .arg("-f")
             .arg(self.manifest_path())

@@ -131,6 +131,8 @@ impl Report {
                 "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
                 "version": env!("CARGO_PKG_VERSION"),
                 "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
+                // The build measured, when it is not the bench's own.
+                "hookgate": args.hookgate.as_ref().map(|p| p.display().to_string()),
             }),
             rows: Vec::new(),
             checks: Vec::new(),
