@@ -34,7 +34,7 @@ impl From<Reply> for Answer {
     }
 }
 
-pub(super) async fn handle(State(rx): State<Receiver>, req: Request) -> Response {
+pub(super) async fn handle(State(rx): State<Arc<Receiver>>, req: Request) -> Response {
     let started = std::time::Instant::now();
     let request_id = refusal_log::request_id(req.headers());
     let client = client::of_request(&req, rx.trusted_proxies);

@@ -205,9 +205,11 @@ impl Receiver {
     }
 
     pub fn router(&self) -> Router {
+        // Behind one Arc: axum clones the state for every request, and the receiver's dozen
+        // shared handles would each be cloned and dropped again.
         Router::new()
             .fallback(handler::handle)
-            .with_state(self.clone())
+            .with_state(Arc::new(self.clone()))
     }
 
     /// Periodically forgets signature digests whose replay window has passed.

@@ -84,7 +84,7 @@ fn the_default_path_is_hooks_namespace_name() {
     let r = compiled("stripe", "scheme: {type: stripe}");
     assert_eq!(r.path, "/hooks/payments/stripe");
     assert_eq!(r.integration, "payments/stripe");
-    assert_eq!(r.delivery.url, "https://app.example.com/in");
+    assert_eq!(r.delivery.url.as_str(), "https://app.example.com/in");
 }
 
 #[test]

@@ -13,7 +13,8 @@ pub struct DeliveryTarget {
     pub integration: String,
     /// The integration's namespace: its Services are the destinations `--destinations namespace` allows.
     pub namespace: String,
-    pub url: String,
+    /// Parsed once here: every attempt would otherwise parse it (IDNA included) twice.
+    pub url: reqwest::Url,
     /// HMAC key (the bytes behind `whsec_`) for Standard Webhooks signatures on deliveries.
     pub signing_secret: Option<Vec<u8>>,
     /// Lower-case header names copied from the original request.
@@ -30,7 +31,7 @@ impl fmt::Debug for DeliveryTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeliveryTarget")
             .field("integration", &self.integration)
-            .field("url", &crate::redact::url_origin(&self.url))
+            .field("url", &crate::redact::url_origin(self.url.as_str()))
             .field("signed", &self.signing_secret.is_some())
             .field("forward_headers", &self.forward_headers)
             .field("timeout", &self.timeout)
@@ -114,7 +115,9 @@ pub fn compile(
     Ok(DeliveryTarget {
         integration: integration.to_string(),
         namespace: namespace.to_string(),
-        url: d.url.clone(),
+        // Validation has already refused a URL that does not parse.
+        url: reqwest::Url::parse(&d.url)
+            .map_err(|e| FieldError::new("spec.delivery.url", format!("not a URL: {e}")))?,
         signing_secret,
         forward_headers,
         timeout: or_default(

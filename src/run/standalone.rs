@@ -64,7 +64,7 @@ pub async fn run(
     routes.sort_by(|a, b| a.path.cmp(&b.path));
     for r in routes {
         let keys: Vec<&str> = r.verifier.keys().iter().map(|k| k.id.as_str()).collect();
-        tracing::info!(integration = %r.integration, path = %r.path, scheme = r.verifier.scheme().name(), keys = ?keys, delivery = %crate::redact::url_origin(&r.delivery.url), "route ready");
+        tracing::info!(integration = %r.integration, path = %r.path, scheme = r.verifier.scheme().name(), keys = ?keys, delivery = %crate::redact::url_origin(r.delivery.url.as_str()), "route ready");
     }
     let metrics = Arc::new(Metrics::new());
     let targets = worker::targets(&table);

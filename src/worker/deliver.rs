@@ -69,11 +69,7 @@ pub fn headers(
 /// The host checks for one integration, before any lookup. Literal addresses never reach the
 /// client's resolver, so they are checked here too; names have their addresses checked there.
 pub fn check(target: &DeliveryTarget, policy: &Policy) -> Result<(), destination::Refusal> {
-    match reqwest::Url::parse(&target.url)
-        .ok()
-        .as_ref()
-        .and_then(Host::of)
-    {
+    match Host::of(&target.url) {
         Some(host) => destination::check_host(&host, &target.namespace, policy),
         // reqwest reports an unusable URL itself, as a connection error.
         None => Ok(()),
@@ -93,7 +89,7 @@ pub async fn post_attempt(
         return AttemptResult::Refused(refusal.to_string());
     }
     let mut req = client
-        .post(&target.url)
+        .post(target.url.clone())
         .timeout(target.timeout)
         .body(event.body.clone());
     for (k, v) in headers(target, event, now) {
