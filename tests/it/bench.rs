@@ -133,6 +133,9 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         assert!(cpu["rest_us"].as_f64().unwrap() >= 0.0, "{s}");
         let busy = cpu["busy_pct"].as_f64().unwrap();
         assert!(busy > 0.0 && busy <= 100.0, "{s}");
+        // Read from the child's counters: at this load its workers have room for most events.
+        let handed = s["handed_pct"].as_f64().unwrap();
+        assert!(handed > 0.0 && handed <= 100.0, "{s}");
     }
     // The reported rate is the highest step that held, or 0 when none did.
     let held = steps

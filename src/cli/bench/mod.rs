@@ -14,6 +14,7 @@ mod load;
 mod pgbench;
 mod pipeline;
 mod requests;
+mod scrape;
 mod search;
 mod setup;
 mod sink;

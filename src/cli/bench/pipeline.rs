@@ -12,6 +12,7 @@ use super::BenchArgs;
 use super::cpu;
 use super::load::{self, Pace};
 use super::requests;
+use super::scrape;
 use super::search::{self, LATENCY_LIMIT, Step};
 use super::setup::{Child, Env};
 use super::sink::Counter;
@@ -160,9 +161,14 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
         },
     );
     let before = sink.count();
+    let handed_before = handed_over(&child).await;
     let cpu_before = cpu::sample(child.pid());
     let out = load::open_loop(child.addr, &signer, args.concurrency, pace).await?;
     let cpu_after = cpu::sample(child.pid());
+    let handed = handed_over(&child)
+        .await
+        .zip(handed_before)
+        .map(|(after, before)| after - before);
     let elapsed = pace.start.elapsed().as_secs_f64();
     let delivered = (sink.count() - before) as f64 / elapsed;
     let pending = env.backlog().await?;
@@ -197,7 +203,17 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
             Duration::from_secs_f64(done.p99_ms() / 1e3),
         ),
         cpu,
+        handed_pct: handed
+            .filter(|_| out.fresh(200) > 0)
+            .map(|h| 100.0 * h / out.fresh(200) as f64),
     })
+}
+
+/// Events the child handed over at intake so far; `None` when its counters cannot be read.
+async fn handed_over(child: &Child) -> Option<f64> {
+    scrape::counter(child.admin?, scrape::HANDED_OVER)
+        .await
+        .ok()
 }
 
 /// `processed_at` of events `0..n` (`None`: not processed yet, or never stored).
@@ -216,6 +232,10 @@ async fn processed_at(env: &Env, n: usize) -> anyhow::Result<Vec<Option<DateTime
 }
 
 fn line(k: usize, s: &Step) -> String {
+    let handed = match s.handed_pct {
+        Some(h) => format!("{h:>6.0}%"),
+        None => format!("{:>7}", "-"),
+    };
     let cpu = match s.cpu {
         Some(c) => format!(
             "{:>8.0} {:>8.0} {:>8.0} {:>5.0}%",
@@ -224,7 +244,7 @@ fn line(k: usize, s: &Step) -> String {
         None => format!("{:>8} {:>8} {:>8} {:>6}", "-", "-", "-", "-"),
     };
     format!(
-        "{k:>4} {:>10.0} {:>10.0} {:>9.2}ms {:>11.0} {:>9} {:>10.1}ms {:>10.1}ms {cpu}  {}{}",
+        "{k:>4} {:>10.0} {:>10.0} {:>9.2}ms {:>11.0} {:>9} {:>10.1}ms {:>10.1}ms {cpu} {handed}  {}{}",
         s.offered,
         s.intake,
         s.intake_p99_ms,
@@ -245,12 +265,13 @@ fn table(args: &BenchArgs, steps: &[Step]) -> String {
     let _ = writeln!(
         out,
         "pipeline steps: open loop, {:?} each; sustainable = all accepted, pending < 1 s of traffic, done p99 <= 1 s; \
-         CPU µs per accepted event during the load: hookgate, the bench (load generator and sink), the rest of the machine (PostgreSQL); busy = of all cores",
+         CPU µs per accepted event during the load: hookgate, the bench (load generator and sink), the rest of the machine (PostgreSQL); busy = of all cores; \
+         handed = accepted events the receiver handed over to the workers of its process (no claim)",
         args.pipeline_secs
     );
     let _ = writeln!(
         out,
-        "{:>4} {:>10} {:>10} {:>11} {:>11} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>6}  sustainable",
+        "{:>4} {:>10} {:>10} {:>11} {:>11} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>6} {:>7}  sustainable",
         "step",
         "offered/s",
         "intake/s",
@@ -262,7 +283,8 @@ fn table(args: &BenchArgs, steps: &[Step]) -> String {
         "hookgate",
         "bench",
         "rest",
-        "busy"
+        "busy",
+        "handed"
     );
     for (k, s) in steps.iter().enumerate() {
         let _ = writeln!(out, "{}", line(k + 1, s));

@@ -29,6 +29,9 @@ pub struct Step {
     pub sustainable: bool,
     /// CPU per accepted event during the load, by process (Linux only).
     pub cpu: Option<super::cpu::PerEvent>,
+    /// Of the events accepted during the load, the percentage handed over to the workers of the
+    /// receiver's process (`None`: its counters could not be read).
+    pub handed_pct: Option<f64>,
 }
 
 /// Sustainable: every event accepted, a backlog under one second of traffic at the end, and

@@ -196,10 +196,12 @@ spec:
             "receiver",
             &["standalone", "--no-workers", "--listen", &listen],
             addr,
+            None,
         )
     }
 
-    /// `hookgate standalone` with its workers, as a user first runs it.
+    /// `hookgate standalone` with its workers, as a user first runs it, and its admin port (for
+    /// its counters).
     pub fn spawn_standalone(&self, worker_concurrency: usize) -> anyhow::Result<Child> {
         let addr = free_port()?;
         let (listen, n) = (addr.to_string(), worker_concurrency.to_string());
@@ -207,6 +209,7 @@ spec:
             "standalone",
             &["standalone", "--listen", &listen, "--concurrency", &n],
             addr,
+            Some(free_port()?),
         )
     }
 
@@ -216,18 +219,29 @@ spec:
             "worker",
             &["worker", "--concurrency", &n],
             ([127, 0, 0, 1], 0).into(),
+            None,
         )
     }
 
-    fn spawn(&self, name: &str, args: &[&str], addr: SocketAddr) -> anyhow::Result<Child> {
+    /// Without `admin`, the child serves no admin port.
+    fn spawn(
+        &self,
+        name: &str,
+        args: &[&str],
+        addr: SocketAddr,
+        admin: Option<SocketAddr>,
+    ) -> anyhow::Result<Child> {
         let mut cmd = Command::new(&self.hookgate);
+        let admin_listen = admin.map(|a| a.to_string()).unwrap_or_default();
         cmd.args(args)
             .arg("-f")
             .arg(self.manifest_path())
-            .args(["--admin-listen", "", "--database-url", &self.url])
+            .args(["--admin-listen", &admin_listen, "--database-url", &self.url])
             .env("RUST_LOG", "info")
             .env("HOOKGATE_LOG_FORMAT", "json");
-        self.spawn_command(name, cmd, addr)
+        let mut child = self.spawn_command(name, cmd, addr)?;
+        child.admin = admin;
+        Ok(child)
     }
 
     /// Starts `cmd` as `name`, its output in a log file of the bench's scratch directory.
@@ -245,7 +259,12 @@ spec:
             .stdin(Stdio::null())
             .spawn()
             .with_context(|| format!("starting the {name}"))?;
-        Ok(Child { proc, addr, log })
+        Ok(Child {
+            proc,
+            addr,
+            admin: None,
+            log,
+        })
     }
 }
 
@@ -261,6 +280,8 @@ pub fn free_port() -> anyhow::Result<SocketAddr> {
 pub struct Child {
     proc: std::process::Child,
     pub addr: SocketAddr,
+    /// Its admin port, when it serves one.
+    pub admin: Option<SocketAddr>,
     log: PathBuf,
 }
 
