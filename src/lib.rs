@@ -5,7 +5,7 @@
 //! Imports run one way, from the top of this list to the bottom (docs/architecture.md, and
 //! `tests/it/architecture.rs` fails on an import against the direction):
 //! - core, no I/O and no role: `time`, `redact`, `signature`, `destination`, `crd`, `route`;
-//! - storage and plumbing: `inbox`, `manifest`, `metrics`, `tls`, `http`;
+//! - storage and plumbing: `inbox`, `logs`, `manifest`, `metrics`, `tls`, `http`;
 //! - roles, which never import each other: `receiver`, `worker`, `controller`, `catch_up`;
 //! - entry points: `run` (one per role, plus standalone);
 //! - user interfaces: `cli`, then `plugin` (kubectl-hookgate).
@@ -20,6 +20,7 @@ pub mod time;
 // storage and plumbing
 pub mod http;
 pub mod inbox;
+pub mod logs;
 pub mod manifest;
 pub mod metrics;
 pub mod tls;

@@ -28,7 +28,10 @@ async fn main() {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(writer);
     match cli.log_format {
-        LogFormat::Json => fmt.json().init(),
+        LogFormat::Json => fmt
+            .json()
+            .event_format(hookgate::logs::JsonLines::default())
+            .init(),
         LogFormat::Text => fmt.init(),
     }
     let result = hookgate::cli::run(cli).await;

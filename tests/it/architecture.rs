@@ -16,7 +16,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("core: the CRD", &["crd"]),
     ("core: compiled routes", &["route"]),
     ("storage", &["inbox", "tls"]),
-    ("configuration and metrics", &["manifest", "metrics"]),
+    (
+        "configuration, metrics and logs",
+        &["manifest", "metrics", "logs"],
+    ),
     ("HTTP plumbing", &["http"]),
     ("roles", &["receiver", "worker", "controller", "catch_up"]),
     ("entry points", &["run"]),
