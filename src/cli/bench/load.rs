@@ -34,6 +34,8 @@ pub struct Outcome {
     errors: Vec<String>,
     /// Requests an open loop gave up on, its connection too far behind their schedule.
     unsent: usize,
+    /// Connections of an open loop that gave up so, and sent nothing more.
+    stopped: usize,
 }
 
 impl Outcome {
@@ -46,6 +48,7 @@ impl Outcome {
         self.duplicates += other.duplicates;
         self.errors.extend(other.errors);
         self.unsent += other.unsent;
+        self.stopped += other.stopped;
     }
 
     /// Requests answered `status` and not as duplicates.
@@ -60,6 +63,12 @@ impl Outcome {
     /// Requests that did not get `200 {"duplicate":false}`: refused, failed, or never sent.
     pub fn not_accepted(&self) -> usize {
         self.run.count + self.unsent - self.fresh(200)
+    }
+
+    /// Connections that stopped sending, too far behind the schedule: each one lowers the
+    /// accepted rate of the rest of the run, whatever the receiver could take.
+    pub fn stopped(&self) -> usize {
+        self.stopped
     }
 
     /// Fails the bench unless every request got `status` and was (or was not) a duplicate:
@@ -227,6 +236,7 @@ pub async fn open_loop<S: Source>(
                 let due = pace.due(i);
                 if pace.give_up.is_some_and(|g| due.elapsed() > g) {
                     out.unsent = total - sent;
+                    out.stopped = 1;
                     break;
                 }
                 tokio::time::sleep_until(due).await;
@@ -249,4 +259,39 @@ async fn collect(
     }
     all.run.elapsed = started.elapsed();
     Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Pace, Prepared, open_loop};
+    use axum::body::Bytes;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// A server answering each request after 2 s, offered 1,000 requests/s over two connections
+    /// that give up 1 s behind: each sends its first request and then stops.
+    #[tokio::test]
+    async fn an_open_loop_counts_the_connections_that_fell_behind_and_stopped() {
+        let app = axum::Router::new().fallback(|| async {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            "{}"
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let request = Prepared {
+            path: "/".into(),
+            headers: Vec::new(),
+            body: Bytes::from_static(b"{}"),
+        };
+        let requests = Arc::new(vec![request; 100]);
+        let pace = Pace {
+            give_up: Some(Duration::from_secs(1)),
+            ..Pace::from_now(1000.0)
+        };
+        let out = open_loop(addr, &requests, 2, pace).await.unwrap();
+        assert_eq!(out.stopped(), 2, "{out:?}");
+        assert_eq!(out.run.count, 2, "one request each was sent");
+        assert_eq!(out.not_accepted(), 98, "the other 98 were never sent");
+    }
 }

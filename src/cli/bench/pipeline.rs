@@ -190,6 +190,7 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
     Ok(Step {
         offered: rate,
         not_accepted,
+        connections_stopped: out.stopped(),
         intake: out.fresh(200) as f64 / elapsed,
         intake_p99_ms: out.run.p99_ms(),
         delivered,
@@ -253,9 +254,10 @@ fn line(k: usize, s: &Step) -> String {
         s.p50_ms,
         s.p99_ms,
         if s.sustainable { "yes" } else { "no" },
-        match s.not_accepted {
-            0 => String::new(),
-            n => format!(" ({n} not accepted)"),
+        match (s.not_accepted, s.connections_stopped) {
+            (0, _) => String::new(),
+            (n, 0) => format!(" ({n} not accepted)"),
+            (n, c) => format!(" ({n} not accepted; {c} connections stopped, 5 s behind)"),
         }
     )
 }

@@ -15,6 +15,8 @@ pub struct Step {
     pub offered: f64,
     /// Requests that did not get `200 {"duplicate":false}` (refused, failed, or never sent).
     pub not_accepted: usize,
+    /// Connections that fell too far behind the schedule and stopped sending.
+    pub connections_stopped: usize,
     /// Events accepted per second over the load.
     pub intake: f64,
     /// The answers' p99, from each request's scheduled instant.
