@@ -67,6 +67,8 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         "300",
         "--concurrency",
         "8",
+        "--open-loop-connections",
+        "16",
         "--latency-run",
         "1s",
         "--verify-divisor",
@@ -125,6 +127,10 @@ fn bench_runs_every_phase_and_reports_every_figure() {
             assert!(s[field].as_f64().unwrap() > 0.0, "{field} in {s}");
         }
         assert!(s["pending"].as_i64().unwrap() >= 0, "{s}");
+        // The open loop opened what its schedule needed, never more than it was allowed.
+        let conns = s["connections"].as_u64().unwrap();
+        assert!((1..=16).contains(&conns), "{s}");
+        assert!(s["stopped_behind"].is_boolean(), "{s}");
         // Linux: where the CPU went. The child and the bench both worked during the load.
         let cpu = &s["cpu"];
         for field in ["hookgate_us", "bench_us"] {
@@ -238,4 +244,22 @@ fn bench_without_pgbench_says_so_and_invents_nothing() {
         "{notes:?}"
     );
     assert!(stdout.contains("note: pgbench not found"), "{stdout}");
+}
+
+/// An open loop with no connection would wait forever for one: refused before anything runs.
+#[test]
+fn bench_refuses_an_open_loop_without_connections() {
+    let url = std::env::var("DATABASE_URL").expect("DATABASE_URL (tests/run.sh sets it)");
+    let out = Command::new(BIN)
+        .args(["bench", "--only", "intake", "--database-url", &url])
+        .args(["--open-loop-connections", "0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("--open-loop-connections must be at least 1"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("bench: database"), "nothing ran: {stderr}");
 }

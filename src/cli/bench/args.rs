@@ -17,9 +17,14 @@ pub struct BenchArgs {
     /// Events per phase (baselines, intake, duplicates; the HTTP ceiling cycles through them).
     #[arg(long, default_value_t = 20_000)]
     pub events: usize,
-    /// Concurrent clients (connections) for the baselines, pgbench, the intake and the pipeline.
+    /// Concurrent clients (connections) for the baselines, pgbench, the intake and the pipeline's
+    /// closed loops.
     #[arg(long, default_value_t = 32)]
     pub concurrency: usize,
+    /// The most connections an open loop (the half-rate intake, the pipeline steps) opens as its
+    /// schedule needs them; by default the receiver's in-flight limit, above which it sheds load.
+    #[arg(long, default_value_t = crate::http::listener::MAX_IN_FLIGHT)]
+    pub open_loop_connections: usize,
     /// Size of each event body.
     #[arg(long, default_value_t = 1024)]
     pub body_bytes: usize,

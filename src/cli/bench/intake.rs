@@ -2,7 +2,8 @@
 //! rate, duplicates, latency at half that rate, and its memory; with the ratios of its rate to
 //! the baselines and to the HTTP ceiling measured earlier in the same run.
 
-use super::load::{self, Pace};
+use super::load;
+use super::open_loop::{self, Pace};
 use super::setup::Env;
 use super::stats::{Report, Row};
 use super::{Anchors, BenchArgs};
@@ -59,10 +60,10 @@ pub async fn run(
     let n = ((half * args.latency_run.as_secs_f64()) as usize).max(100);
     eprintln!("bench: intake at half the maximum rate ({half:.0}/s) for {n} events");
     let paced = env.signed_requests(20 * args.events, n)?;
-    let steady = load::open_loop(
+    let steady = open_loop::open_loop(
         receiver.addr,
         &paced,
-        args.concurrency,
+        args.open_loop_connections,
         Pace::from_now(half),
     )
     .await?;

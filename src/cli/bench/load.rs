@@ -1,6 +1,7 @@
 //! The load generator: plain HTTP/1.1 keep-alive connections, requests signed before they are
 //! due so that its own crypto is not measured. The same generator drives the receiver, the
-//! pipeline and the minimal servers of the HTTP ceiling.
+//! pipeline and the minimal servers of the HTTP ceiling. Closed loops are here; the open loop,
+//! which sends on a schedule, is in `open_loop`.
 
 use super::requests::Source;
 use super::stats::Run;
@@ -32,14 +33,16 @@ pub struct Outcome {
     statuses: BTreeMap<u16, usize>,
     duplicates: usize,
     errors: Vec<String>,
-    /// Requests an open loop gave up on, its connection too far behind their schedule.
-    unsent: usize,
-    /// Connections of an open loop that gave up so, and sent nothing more.
-    stopped: usize,
+    /// Requests an open loop never sent: it fell too far behind their schedule and stopped.
+    pub(super) unsent: usize,
+    /// Whether an open loop stopped so.
+    pub(super) stopped: bool,
+    /// The most connections an open loop had open at once.
+    pub(super) connections: usize,
 }
 
 impl Outcome {
-    fn merge(&mut self, other: Outcome) {
+    pub(super) fn merge(&mut self, other: Outcome) {
         self.run.latencies.extend(other.run.latencies);
         self.run.count += other.run.count;
         for (s, n) in other.statuses {
@@ -48,7 +51,8 @@ impl Outcome {
         self.duplicates += other.duplicates;
         self.errors.extend(other.errors);
         self.unsent += other.unsent;
-        self.stopped += other.stopped;
+        self.stopped |= other.stopped;
+        self.connections = self.connections.max(other.connections);
     }
 
     /// Requests answered `status` and not as duplicates.
@@ -65,10 +69,16 @@ impl Outcome {
         self.run.count + self.unsent - self.fresh(200)
     }
 
-    /// Connections that stopped sending, too far behind the schedule: each one lowers the
-    /// accepted rate of the rest of the run, whatever the receiver could take.
-    pub fn stopped(&self) -> usize {
+    /// Whether an open loop stopped sending, too far behind its schedule: the accepted rate then
+    /// counts a part of the run in which nothing was sent, whatever the receiver could take.
+    pub fn stopped(&self) -> bool {
         self.stopped
+    }
+
+    /// The most connections an open loop had open at once: the requests the offered rate kept in
+    /// flight (rate times answer time, at most the cap).
+    pub fn connections(&self) -> usize {
+        self.connections
     }
 
     /// Fails the bench unless every request got `status` and was (or was not) a duplicate:
@@ -94,13 +104,13 @@ impl Outcome {
     }
 }
 
-struct Conn {
+pub(super) struct Conn {
     addr: SocketAddr,
     sender: http1::SendRequest<Full<Bytes>>,
 }
 
 impl Conn {
-    async fn open(addr: SocketAddr) -> anyhow::Result<Self> {
+    pub(super) async fn open(addr: SocketAddr) -> anyhow::Result<Self> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         let (sender, conn) = http1::handshake(TokioIo::new(stream)).await?;
@@ -109,7 +119,7 @@ impl Conn {
     }
 
     /// Sends one request and reads the whole answer: (status, was it a duplicate).
-    async fn send(&mut self, p: &Prepared) -> anyhow::Result<(u16, bool)> {
+    pub(super) async fn send(&mut self, p: &Prepared) -> anyhow::Result<(u16, bool)> {
         if self.sender.ready().await.is_err() {
             *self = Conn::open(self.addr).await?;
         }
@@ -127,7 +137,7 @@ impl Conn {
     }
 }
 
-fn record(out: &mut Outcome, answer: anyhow::Result<(u16, bool)>, latency: Duration) {
+pub(super) fn record(out: &mut Outcome, answer: anyhow::Result<(u16, bool)>, latency: Duration) {
     out.run.count += 1;
     match answer {
         Ok((status, dup)) => {
@@ -183,73 +193,7 @@ pub async fn closed_loop_for<S: Source>(
     collect(tasks, started).await
 }
 
-/// When an open loop's requests are due.
-#[derive(Debug, Clone, Copy)]
-pub struct Pace {
-    /// Requests per second, over all connections.
-    pub rate: f64,
-    /// Request 0 is due now; request `i` at `start + i / rate`.
-    pub start: tokio::time::Instant,
-    /// A connection further behind its schedule than this stops and counts the rest of its
-    /// requests as not sent, so that an offered rate far above capacity ends in bounded time.
-    pub give_up: Option<Duration>,
-}
-
-impl Pace {
-    /// `rate` per second from 50 ms from now (time to spread the first requests), never given up.
-    pub fn from_now(rate: f64) -> Self {
-        Self {
-            rate,
-            start: tokio::time::Instant::now() + Duration::from_millis(50),
-            give_up: None,
-        }
-    }
-
-    pub fn due(&self, i: usize) -> tokio::time::Instant {
-        self.start + Duration::from_secs_f64(i as f64 / self.rate)
-    }
-}
-
-/// Requests leave on a fixed schedule (`rate` per second, spread over `concurrency`
-/// connections) whether or not earlier ones were answered; latency counts from the scheduled
-/// instant, so a stall shows up in the percentiles instead of hiding (no coordinated omission).
-pub async fn open_loop<S: Source>(
-    addr: SocketAddr,
-    requests: &Arc<S>,
-    concurrency: usize,
-    pace: Pace,
-) -> anyhow::Result<Outcome> {
-    let started = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    for k in 0..concurrency {
-        let requests = requests.clone();
-        let mut conn = Conn::open(addr)
-            .await
-            .context("connecting to the receiver")?;
-        tasks.spawn(async move {
-            let mut out = Outcome::default();
-            let mine = (k..requests.count()).step_by(concurrency);
-            let total = mine.len();
-            for (sent, i) in mine.enumerate() {
-                // Prepared (and, for a lazy source, signed) before its instant, not on the clock.
-                let request = requests.request(i);
-                let due = pace.due(i);
-                if pace.give_up.is_some_and(|g| due.elapsed() > g) {
-                    out.unsent = total - sent;
-                    out.stopped = 1;
-                    break;
-                }
-                tokio::time::sleep_until(due).await;
-                let answer = conn.send(&request).await;
-                record(&mut out, answer, due.elapsed());
-            }
-            out
-        });
-    }
-    collect(tasks, started).await
-}
-
-async fn collect(
+pub(super) async fn collect(
     mut tasks: tokio::task::JoinSet<Outcome>,
     started: Instant,
 ) -> anyhow::Result<Outcome> {
@@ -259,39 +203,4 @@ async fn collect(
     }
     all.run.elapsed = started.elapsed();
     Ok(all)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Pace, Prepared, open_loop};
-    use axum::body::Bytes;
-    use std::sync::Arc;
-    use std::time::Duration;
-
-    /// A server answering each request after 2 s, offered 1,000 requests/s over two connections
-    /// that give up 1 s behind: each sends its first request and then stops.
-    #[tokio::test]
-    async fn an_open_loop_counts_the_connections_that_fell_behind_and_stopped() {
-        let app = axum::Router::new().fallback(|| async {
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            "{}"
-        });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        let request = Prepared {
-            path: "/".into(),
-            headers: Vec::new(),
-            body: Bytes::from_static(b"{}"),
-        };
-        let requests = Arc::new(vec![request; 100]);
-        let pace = Pace {
-            give_up: Some(Duration::from_secs(1)),
-            ..Pace::from_now(1000.0)
-        };
-        let out = open_loop(addr, &requests, 2, pace).await.unwrap();
-        assert_eq!(out.stopped(), 2, "{out:?}");
-        assert_eq!(out.run.count, 2, "one request each was sent");
-        assert_eq!(out.not_accepted(), 98, "the other 98 were never sent");
-    }
 }

@@ -11,6 +11,7 @@ mod ceiling;
 mod cpu;
 mod intake;
 mod load;
+mod open_loop;
 mod pgbench;
 mod pipeline;
 mod requests;
@@ -45,6 +46,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     anyhow::ensure!(args.events >= 100, "--events must be at least 100");
     anyhow::ensure!(args.concurrency >= 1, "--concurrency must be at least 1");
+    anyhow::ensure!(
+        args.open_loop_connections >= 1,
+        "--open-loop-connections must be at least 1"
+    );
     anyhow::ensure!(args.body_bytes >= 128, "--body-bytes must be at least 128");
     anyhow::ensure!(
         args.pipeline_steps >= 1,
@@ -61,11 +66,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let mut report = Report::new(&args);
     let env = setup::Env::create(&args).await?;
     eprintln!(
-        "bench: database {}, {} events of {} bytes, concurrency {}",
+        "bench: database {}, {} events of {} bytes, concurrency {} (open loops: up to {} connections)",
         crate::redact::redact_url(&env.url),
         args.events,
         args.body_bytes,
-        args.concurrency
+        args.concurrency,
+        args.open_loop_connections
     );
     let rows = env.rows(0, args.events);
     let mut anchors = Anchors::default();

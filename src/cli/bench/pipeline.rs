@@ -10,7 +10,8 @@
 
 use super::BenchArgs;
 use super::cpu;
-use super::load::{self, Pace};
+use super::load;
+use super::open_loop::{self, Pace};
 use super::requests;
 use super::scrape;
 use super::search::{self, LATENCY_LIMIT, Step};
@@ -163,7 +164,7 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
     let before = sink.count();
     let handed_before = handed_over(&child).await;
     let cpu_before = cpu::sample(child.pid());
-    let out = load::open_loop(child.addr, &signer, args.concurrency, pace).await?;
+    let out = open_loop::open_loop(child.addr, &signer, args.open_loop_connections, pace).await?;
     let cpu_after = cpu::sample(child.pid());
     let handed = handed_over(&child)
         .await
@@ -190,7 +191,8 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
     Ok(Step {
         offered: rate,
         not_accepted,
-        connections_stopped: out.stopped(),
+        stopped_behind: out.stopped(),
+        connections: out.connections(),
         intake: out.fresh(200) as f64 / elapsed,
         intake_p99_ms: out.run.p99_ms(),
         delivered,
@@ -245,19 +247,20 @@ fn line(k: usize, s: &Step) -> String {
         None => format!("{:>8} {:>8} {:>8} {:>6}", "-", "-", "-", "-"),
     };
     format!(
-        "{k:>4} {:>10.0} {:>10.0} {:>9.2}ms {:>11.0} {:>9} {:>10.1}ms {:>10.1}ms {cpu} {handed}  {}{}",
+        "{k:>4} {:>10.0} {:>10.0} {:>9.2}ms {:>6} {:>11.0} {:>9} {:>10.1}ms {:>10.1}ms {cpu} {handed}  {}{}",
         s.offered,
         s.intake,
         s.intake_p99_ms,
+        s.connections,
         s.delivered,
         s.pending,
         s.p50_ms,
         s.p99_ms,
         if s.sustainable { "yes" } else { "no" },
-        match (s.not_accepted, s.connections_stopped) {
+        match (s.not_accepted, s.stopped_behind) {
             (0, _) => String::new(),
-            (n, 0) => format!(" ({n} not accepted)"),
-            (n, c) => format!(" ({n} not accepted; {c} connections stopped, 5 s behind)"),
+            (n, false) => format!(" ({n} not accepted)"),
+            (n, true) => format!(" ({n} not accepted; the load stopped 5 s behind its schedule)"),
         }
     )
 }
@@ -267,17 +270,19 @@ fn table(args: &BenchArgs, steps: &[Step]) -> String {
     let _ = writeln!(
         out,
         "pipeline steps: open loop, {:?} each; sustainable = all accepted, pending < 1 s of traffic, done p99 <= 1 s; \
+         conns = connections the load generator needed (up to {} as answers took longer); \
          CPU µs per accepted event during the load: hookgate, the bench (load generator and sink), the rest of the machine (PostgreSQL); busy = of all cores; \
          handed = accepted events the receiver handed over to the workers of its process (no claim)",
-        args.pipeline_secs
+        args.pipeline_secs, args.open_loop_connections
     );
     let _ = writeln!(
         out,
-        "{:>4} {:>10} {:>10} {:>11} {:>11} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>6} {:>7}  sustainable",
+        "{:>4} {:>10} {:>10} {:>11} {:>6} {:>11} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>6} {:>7}  sustainable",
         "step",
         "offered/s",
         "intake/s",
         "intake p99",
+        "conns",
         "delivered/s",
         "pending",
         "done p50",

@@ -15,8 +15,10 @@ pub struct Step {
     pub offered: f64,
     /// Requests that did not get `200 {"duplicate":false}` (refused, failed, or never sent).
     pub not_accepted: usize,
-    /// Connections that fell too far behind the schedule and stopped sending.
-    pub connections_stopped: usize,
+    /// Whether the load fell too far behind its schedule and stopped sending.
+    pub stopped_behind: bool,
+    /// The most connections the load generator had open: the requests in flight it needed.
+    pub connections: usize,
     /// Events accepted per second over the load.
     pub intake: f64,
     /// The answers' p99, from each request's scheduled instant.
