@@ -6,22 +6,37 @@
 //! processes still find events by polling.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::Notify;
 
 /// Cheap to clone; every clone signals the same workers.
 #[derive(Clone, Default)]
-pub struct Arrivals(Arc<Notify>);
+pub struct Arrivals(Arc<Signal>);
+
+#[derive(Default)]
+struct Signal {
+    wake: Notify,
+    /// Set by every commit, cleared by [`Arrivals::take`]: a busy pool is never waiting on
+    /// `wake`, and still has to know that events wait for a claim.
+    since_taken: AtomicBool,
+}
 
 impl Arrivals {
-    /// New events were committed. A worker already waiting wakes; otherwise the next wait
-    /// returns at once, so a signal sent while the worker was busy is not lost.
+    /// New events were committed for a claim. A worker already waiting wakes; otherwise the
+    /// next wait returns at once, so a signal sent while the worker was busy is not lost.
     pub fn committed(&self) {
-        self.0.notify_one();
+        self.0.since_taken.store(true, Ordering::Release);
+        self.0.wake.notify_one();
     }
 
     /// Resolves at the next [`Arrivals::committed`] (or at once if one is pending).
     pub async fn wait(&self) {
-        self.0.notified().await;
+        self.0.wake.notified().await;
+    }
+
+    /// Whether events were committed for a claim since the last call.
+    pub fn take(&self) -> bool {
+        self.0.since_taken.swap(false, Ordering::AcqRel)
     }
 }
 
@@ -41,6 +56,16 @@ mod tests {
             .expect("a pending signal wakes the waiter");
         let second = tokio::time::timeout(Duration::from_millis(50), a.wait()).await;
         assert!(second.is_err(), "the signal was spent");
+    }
+
+    #[test]
+    fn a_commit_is_taken_once() {
+        let a = Arrivals::default();
+        assert!(!a.take(), "nothing committed yet");
+        a.committed();
+        a.committed();
+        assert!(a.take());
+        assert!(!a.take(), "taken");
     }
 
     #[tokio::test]

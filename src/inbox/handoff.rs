@@ -19,10 +19,21 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// The receiver's end. Cheap to clone.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Handoff {
     tx: mpsc::Sender<Claimed>,
     lease: Duration,
+    /// The same workers' arrivals: an event stored without a place waits for their claim, and
+    /// they must know it even while hand-overs keep them busy (`worker::slots::Share`).
+    arrivals: Option<super::Arrivals>,
+}
+
+impl std::fmt::Debug for Handoff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handoff")
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The workers' end: the events handed over, in commit order.
@@ -43,10 +54,28 @@ pub struct Reservation {
 /// for `lease`.
 pub fn handoff(room: usize, lease: Duration) -> (Handoff, Handed) {
     let (tx, rx) = mpsc::channel(room.max(1));
-    (Handoff { tx, lease }, Handed { rx })
+    let arrivals = None;
+    (
+        Handoff {
+            tx,
+            lease,
+            arrivals,
+        },
+        Handed { rx },
+    )
 }
 
 impl Handoff {
+    /// Signals `arrivals` (the workers' own) for every event stored pending instead.
+    pub fn signalling(mut self, arrivals: super::Arrivals) -> Self {
+        self.arrivals = Some(arrivals);
+        self
+    }
+
+    pub fn arrivals(&self) -> Option<&super::Arrivals> {
+        self.arrivals.as_ref()
+    }
+
     /// A place for one event leased from `now`, or `None` when the workers have no room (or have
     /// stopped): the event is then stored `pending` for a claim.
     pub fn reserve(&self, now: DateTime<Utc>) -> Option<Reservation> {

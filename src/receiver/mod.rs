@@ -120,8 +120,12 @@ impl Receiver {
     }
 
     /// Stores new events already leased to the workers at the other end of `handoff` while they
-    /// have room, and hands them over once committed, instead of leaving them for a claim.
+    /// have room, and hands them over once committed, instead of leaving them for a claim. The
+    /// events it has no place for signal the same workers' arrivals.
     pub fn with_handoff(mut self, handoff: crate::inbox::Handoff) -> Self {
+        if let Some(arrivals) = handoff.arrivals() {
+            self.arrivals = Some(arrivals.clone());
+        }
         self.handoff = Some(handoff);
         self
     }

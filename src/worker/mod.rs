@@ -152,10 +152,12 @@ impl Worker {
 
     /// The end through which the receiver of this process stores new events leased to this pool
     /// while it has room (`concurrency` events handed over and not started), so that they need no
-    /// claim. Call before the worker is cloned or run.
+    /// claim; the events it has no place for signal this pool's arrivals (set by
+    /// [`Worker::with_arrivals`] before this). Call before the worker is cloned or run.
     pub fn with_handoff(mut self) -> (Self, crate::inbox::Handoff) {
         let cfg = &self.inner.cfg;
         let (handoff, handed) = crate::inbox::handoff(cfg.concurrency, cfg.lease);
+        let handoff = handoff.signalling(self.inner.arrivals.clone());
         *Arc::get_mut(&mut self.inner)
             .expect("with_handoff is called before the worker is shared")
             .handed

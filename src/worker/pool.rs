@@ -43,6 +43,9 @@ impl Worker {
             while let Some(done) = tasks.try_join_next() {
                 share.ended(done);
             }
+            if self.inner.arrivals.take() {
+                share.events_waiting();
+            }
             // Handed-over events are leased already: they take free slots before any claim,
             // up to their share while claims find events waiting.
             while share.may_start_handed()

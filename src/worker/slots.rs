@@ -19,9 +19,10 @@ pub(super) fn claim_now(free: usize, concurrency: usize) -> bool {
 }
 
 /// How the slots are shared between handed-over and claimed events. A hand-over jumps the queue:
-/// while claims come back full (older events wait in the inbox, another tenant's retries say),
-/// handed-over events may hold only three quarters of the slots, so that claims keep a quarter and
-/// the oldest waiting events keep moving however fast new ones arrive. Otherwise they may take all.
+/// while events wait in the inbox (claims come back full, or the receiver of the process stored
+/// events it had no place for, or another tenant's retries are due), handed-over events may hold
+/// only three quarters of the slots, so that claims keep a quarter and the oldest waiting events
+/// keep moving however fast new ones arrive. Otherwise they may take all.
 #[derive(Debug)]
 pub(super) struct Share {
     concurrency: usize,
@@ -52,6 +53,13 @@ impl Share {
         if done.unwrap_or(false) {
             self.handed_running = self.handed_running.saturating_sub(1);
         }
+    }
+
+    /// Events were stored for a claim since the last one: they wait until a claim runs, and a
+    /// claim runs only with a quarter of the slots free, which handed-over events arriving as
+    /// fast as slots free up would never leave.
+    pub(super) fn events_waiting(&mut self) {
+        self.backlog = true;
     }
 
     /// A claim asked for `asked` events and got `got`: as many means more may be waiting.
@@ -96,6 +104,19 @@ mod tests {
             "waited longer"
         );
         assert!(!lease_left_for_an_attempt(at(-5), now, lease), "lease over");
+    }
+
+    #[test]
+    fn events_stored_for_a_claim_keep_handed_over_ones_to_three_quarters_until_a_claim_runs() {
+        let mut s = Share::new(8);
+        for _ in 0..6 {
+            s.started_handed();
+        }
+        assert!(s.may_start_handed(), "nothing waits: all the slots");
+        s.events_waiting();
+        assert!(!s.may_start_handed(), "events wait: a quarter is kept");
+        s.claimed(2, 1);
+        assert!(s.may_start_handed(), "the claim took what waited");
     }
 
     #[test]

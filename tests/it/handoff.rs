@@ -247,7 +247,69 @@ async fn a_handed_event_left_without_lease_for_an_attempt_is_claimed_afresh(inbo
     running.stop().await;
 }
 
+/// Eight slots, a destination answering in 100 ms, and senders that keep the hand-over full: each
+/// freed slot could be refilled at once by a handed-over event, and events without a place are
+/// stored pending. Those must still move while the stream lasts (claims keep a quarter of the
+/// slots), not wait until it pauses.
+async fn events_stored_pending_are_delivered_while_handed_over_ones_keep_coming(inbox: Inbox) {
+    let mut s = Setup::new(inbox).await;
+    s.dest.always(Answer::After(Duration::from_millis(100)));
+    let w = pool_with_handoff(&mut s, 8);
+    let running = crate::common::running::start([w]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s = std::sync::Arc::new(s);
+    let mut senders = tokio::task::JoinSet::new();
+    for k in 0..12 {
+        let (s, stop) = (s.clone(), stop.clone());
+        senders.spawn(async move {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                s.event("w/orders", &format!("s{k}-{n}"), "{}").await;
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+    }
+    // The first event that found no place.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let first = loop {
+        let pending: Option<String> = on!(s.inbox(), pool => {
+            sqlx::query_scalar(
+                "SELECT event_id FROM inbox_events WHERE status = 'pending' ORDER BY id LIMIT 1",
+            )
+            .fetch_optional(pool)
+            .await
+            .unwrap()
+        });
+        if let Some(id) = pending {
+            break id;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "nothing was stored pending"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let mut status = stored(&s, &first).await.0;
+    while status != "processed" && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        status = stored(&s, &first).await.0;
+    }
+    let handed_still_flowing = s.dest.received().len();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    while senders.join_next().await.is_some() {}
+    running.stop().await;
+    assert_eq!(
+        status, "processed",
+        "{first}, stored pending, was not delivered within 5 s while the hand-over stayed full \
+         ({handed_still_flowing} deliveries by then)"
+    );
+}
+
 on_both_backends!(
+    events_stored_pending_are_delivered_while_handed_over_ones_keep_coming,
     a_handed_event_left_without_lease_for_an_attempt_is_claimed_afresh,
     a_stored_event_is_handed_over_leased_as_its_claim_would_be,
     only_a_new_event_is_handed_over_and_an_unused_place_comes_back,

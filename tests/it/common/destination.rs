@@ -15,6 +15,8 @@ pub enum Answer {
     StatusRetryAfter(u16, &'static str),
     /// Never answers within any sane timeout.
     Hang,
+    /// 200, after this long.
+    After(Duration),
 }
 
 #[derive(Clone, Debug)]
@@ -108,6 +110,10 @@ async fn answer(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes
             .into_response(),
         Answer::Hang => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
+            StatusCode::OK.into_response()
+        }
+        Answer::After(delay) => {
+            tokio::time::sleep(delay).await;
             StatusCode::OK.into_response()
         }
     }
