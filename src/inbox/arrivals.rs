@@ -1,19 +1,22 @@
-//! A signal from the receiver to the workers of the same process that new events were committed.
+//! A signal to the workers of a process that events were committed for a claim: stored `pending`
+//! by the receiver of the same process (through the hand-over, when the workers had no room), or
+//! put back by the workers themselves.
 //!
 //! Workers poll the inbox when idle. In `hookgate standalone` both roles share a process, so an
 //! idle worker can be woken the moment an insert commits instead of at its next poll: an event's
-//! completion latency then no longer includes up to a poll interval of waiting. Workers in other
-//! processes still find events by polling.
+//! completion latency then no longer includes up to a poll interval of waiting. A busy worker
+//! reads the same signal to keep a quarter of its slots for claims. Workers in other processes
+//! still find events by polling.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::Notify;
 
 /// Cheap to clone; every clone signals the same workers.
-#[derive(Clone, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Arrivals(Arc<Signal>);
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Signal {
     wake: Notify,
     /// Set by every commit, cleared by [`Arrivals::take`]: a busy pool is never waiting on

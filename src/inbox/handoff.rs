@@ -13,27 +13,19 @@
 //! ever claim. How handed-over events share the slots with claims (so that older events are not
 //! left behind new ones) is the pool's rule, in `worker::slots`.
 
-use super::Claimed;
+use super::{Arrivals, Claimed};
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// The receiver's end. Cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Handoff {
     tx: mpsc::Sender<Claimed>,
     lease: Duration,
     /// The same workers' arrivals: an event stored without a place waits for their claim, and
-    /// they must know it even while hand-overs keep them busy (`worker::slots::Share`).
-    arrivals: Option<super::Arrivals>,
-}
-
-impl std::fmt::Debug for Handoff {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Handoff")
-            .field("lease", &self.lease)
-            .finish_non_exhaustive()
-    }
+    /// they must know it, idle or kept busy by hand-overs (`worker::slots::Share`).
+    arrivals: Arrivals,
 }
 
 /// The workers' end: the events handed over, in commit order.
@@ -51,10 +43,9 @@ pub struct Reservation {
 }
 
 /// A hand-over for workers that hold at most `room` handed events not yet started, leasing each
-/// for `lease`.
-pub fn handoff(room: usize, lease: Duration) -> (Handoff, Handed) {
+/// for `lease`, and learn of events stored for a claim through `arrivals`.
+pub fn handoff(room: usize, lease: Duration, arrivals: Arrivals) -> (Handoff, Handed) {
     let (tx, rx) = mpsc::channel(room.max(1));
-    let arrivals = None;
     (
         Handoff {
             tx,
@@ -66,14 +57,10 @@ pub fn handoff(room: usize, lease: Duration) -> (Handoff, Handed) {
 }
 
 impl Handoff {
-    /// Signals `arrivals` (the workers' own) for every event stored pending instead.
-    pub fn signalling(mut self, arrivals: super::Arrivals) -> Self {
-        self.arrivals = Some(arrivals);
-        self
-    }
-
-    pub fn arrivals(&self) -> Option<&super::Arrivals> {
-        self.arrivals.as_ref()
+    /// An event to deliver was committed `pending` instead (the workers had no room): they
+    /// claim it, and wake for it if idle.
+    pub fn stored_for_claim(&self) {
+        self.arrivals.committed();
     }
 
     /// A place for one event leased from `now`, or `None` when the workers have no room (or have
@@ -156,7 +143,7 @@ mod tests {
 
     #[tokio::test]
     async fn places_run_out_and_come_back_when_an_unused_reservation_is_dropped() {
-        let (handoff, mut handed) = handoff(2, Duration::from_secs(60));
+        let (handoff, mut handed) = handoff(2, Duration::from_secs(60), Arrivals::default());
         let now = Utc::now();
         let a = handoff.reserve(now).expect("room for one");
         let b = handoff.reserve(now).expect("room for two");
@@ -174,7 +161,7 @@ mod tests {
 
     #[tokio::test]
     async fn after_close_no_place_is_given_but_reserved_events_still_arrive() {
-        let (handoff, mut handed) = handoff(4, Duration::from_secs(60));
+        let (handoff, mut handed) = handoff(4, Duration::from_secs(60), Arrivals::default());
         let now = Utc::now();
         let held = handoff.reserve(now).expect("room");
         handed.close();

@@ -278,8 +278,8 @@ async fn process(
         // Only an event to deliver wakes the workers; a dead-lettered version has nothing for
         // them. (A place not used is given back when dropped.)
         _ => {
-            if let (Reply::Accepted, None, Some(arrivals)) = (reply, &unsupported, &rx.arrivals) {
-                arrivals.committed();
+            if let (Reply::Accepted, None, Some(handoff)) = (reply, &unsupported, &rx.handoff) {
+                handoff.stored_for_claim();
             }
         }
     }

@@ -41,8 +41,6 @@ pub struct Receiver {
     inbox: Inbox,
     /// Inserts go through here: one transaction for many concurrent requests.
     intake: GroupCommit,
-    /// Wakes the workers of this process when an event is stored (standalone).
-    arrivals: Option<crate::inbox::Arrivals>,
     /// Stores new events leased to the workers of this process while they have room (standalone).
     handoff: Option<crate::inbox::Handoff>,
     clock: Clock,
@@ -78,7 +76,6 @@ impl Receiver {
             loaded: Arc::new(true.into()),
             inbox,
             intake,
-            arrivals: None,
             handoff: None,
             clock: Arc::new(Utc::now),
             metrics,
@@ -113,19 +110,10 @@ impl Receiver {
         self
     }
 
-    /// Signals `arrivals` whenever a request stores a new event to deliver.
-    pub fn with_arrivals(mut self, arrivals: crate::inbox::Arrivals) -> Self {
-        self.arrivals = Some(arrivals);
-        self
-    }
-
     /// Stores new events already leased to the workers at the other end of `handoff` while they
     /// have room, and hands them over once committed, instead of leaving them for a claim. The
-    /// events it has no place for signal the same workers' arrivals.
+    /// events it has no place for are stored pending, and the workers told of them.
     pub fn with_handoff(mut self, handoff: crate::inbox::Handoff) -> Self {
-        if let Some(arrivals) = handoff.arrivals() {
-            self.arrivals = Some(arrivals.clone());
-        }
         self.handoff = Some(handoff);
         self
     }

@@ -68,8 +68,6 @@ pub async fn run(
     }
     let metrics = Arc::new(Metrics::new());
     let targets = worker::targets(&table);
-    // Workers in this process start delivering the moment the receiver commits.
-    let arrivals = crate::inbox::Arrivals::default();
     // Catch-up runs where the workers run: `--no-workers` leaves it to `hookgate worker`.
     let catch_up = cfg.worker.as_ref().map(|_| {
         CatchUp::new(
@@ -83,13 +81,12 @@ pub async fn run(
         .with_body_timeout(cfg.body_timeout)
         .with_unverified_rps(cfg.unverified_rps)
         .with_refusal_log_rps(cfg.refusal_log_rps)
-        .with_trusted_proxies(cfg.trusted_proxies)
-        .with_arrivals(arrivals.clone());
+        .with_trusted_proxies(cfg.trusted_proxies);
     // New events go to the workers leased at intake while they have room (docs/performance.md,
     // round 6): a claim would only read back what the receiver has in memory.
     let (worker, receiver) = match cfg.worker.clone() {
         Some(w) => {
-            let worker = Worker::new(inbox, targets, w, metrics.clone()).with_arrivals(arrivals);
+            let worker = Worker::new(inbox, targets, w, metrics.clone());
             let (worker, handoff) = worker.with_handoff();
             (Some(worker), receiver.with_handoff(handoff))
         }

@@ -141,23 +141,15 @@ impl Worker {
         }
     }
 
-    /// Idle, the pool also wakes when `arrivals` is signalled, not only every poll interval.
-    /// Call before the worker is cloned or run.
-    pub fn with_arrivals(mut self, arrivals: crate::inbox::Arrivals) -> Self {
-        Arc::get_mut(&mut self.inner)
-            .expect("with_arrivals is called before the worker is shared")
-            .arrivals = arrivals;
-        self
-    }
-
     /// The end through which the receiver of this process stores new events leased to this pool
     /// while it has room (`concurrency` events handed over and not started), so that they need no
-    /// claim; the events it has no place for signal this pool's arrivals (set by
-    /// [`Worker::with_arrivals`] before this). Call before the worker is cloned or run.
+    /// claim. The events it has no place for are stored pending and signal this pool, which wakes
+    /// for them if idle and keeps a quarter of its slots for claims while they wait. Call before
+    /// the worker is cloned or run.
     pub fn with_handoff(mut self) -> (Self, crate::inbox::Handoff) {
         let cfg = &self.inner.cfg;
-        let (handoff, handed) = crate::inbox::handoff(cfg.concurrency, cfg.lease);
-        let handoff = handoff.signalling(self.inner.arrivals.clone());
+        let arrivals = self.inner.arrivals.clone();
+        let (handoff, handed) = crate::inbox::handoff(cfg.concurrency, cfg.lease, arrivals);
         *Arc::get_mut(&mut self.inner)
             .expect("with_handoff is called before the worker is shared")
             .handed

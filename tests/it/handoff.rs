@@ -7,7 +7,7 @@ use crate::common::destination::Answer;
 use crate::common::*;
 use crate::worker::{Setup, cfg};
 use chrono::{DateTime, Utc};
-use hookgate::inbox::{Completion, Inbox, handoff};
+use hookgate::inbox::{Arrivals, Completion, Inbox, handoff};
 use hookgate::worker::WorkerConfig;
 use sqlx::Row;
 use sqlx::types::Json;
@@ -50,7 +50,7 @@ fn pool_with_handoff(s: &mut Setup, concurrency: usize) -> hookgate::worker::Wor
 
 async fn a_stored_event_is_handed_over_leased_as_its_claim_would_be(inbox: Inbox) {
     let mut s = Setup::new(inbox).await;
-    let (end, mut handed) = handoff(4, LEASE);
+    let (end, mut handed) = handoff(4, LEASE, Arrivals::default());
     s.h.receiver = s.h.receiver.clone().with_handoff(end);
     let before = Utc::now();
     s.event("w/orders", "h-1", r#"{"id":"h-1"}"#).await;
@@ -103,7 +103,7 @@ async fn a_stored_event_is_handed_over_leased_as_its_claim_would_be(inbox: Inbox
 async fn only_a_new_event_is_handed_over_and_an_unused_place_comes_back(inbox: Inbox) {
     let mut s = Setup::new(inbox).await;
     // One place: had the duplicate kept it, the next event could not be handed over.
-    let (end, mut handed) = handoff(1, LEASE);
+    let (end, mut handed) = handoff(1, LEASE, Arrivals::default());
     s.h.receiver = s.h.receiver.clone().with_handoff(end);
     s.event("w/orders", "d-1", "{}").await;
     assert_eq!(handed.try_recv().map(|e| e.event_id), Some("d-1".into()));
@@ -121,7 +121,7 @@ async fn only_a_new_event_is_handed_over_and_an_unused_place_comes_back(inbox: I
 
 async fn without_room_an_event_is_stored_pending_for_a_claim(inbox: Inbox) {
     let mut s = Setup::new(inbox).await;
-    let (end, mut handed) = handoff(1, LEASE);
+    let (end, mut handed) = handoff(1, LEASE, Arrivals::default());
     s.h.receiver = s.h.receiver.clone().with_handoff(end.clone());
     let taken = end.reserve(Utc::now()).expect("the one place");
     s.event("w/orders", "p-1", "{}").await;

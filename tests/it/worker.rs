@@ -1193,34 +1193,6 @@ async fn janitor_cleans_rows_of_integrations_that_no_longer_exist(inbox: Inbox) 
     assert_eq!(s.event_ids().await, ["dead", "recent"]);
 }
 
-/// In one process (standalone) an idle pool claims as soon as the receiver stores an event. With
-/// a poll interval of an hour, only the receiver's signal can get the event delivered.
-async fn an_idle_pool_is_woken_by_the_receiver_of_its_process(inbox: Inbox) {
-    let mut s = Setup::new(inbox).await;
-    let arrivals = hookgate::inbox::Arrivals::default();
-    s.h.receiver = s.h.receiver.clone().with_arrivals(arrivals.clone());
-    let hourly = WorkerConfig {
-        poll: Duration::from_secs(3600),
-        ..cfg()
-    };
-    let w = s.worker_with(hourly).with_arrivals(arrivals);
-    let (stop, mut stopped) = tokio::sync::watch::channel(false);
-    let pool = tokio::spawn(async move {
-        w.run(async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        })
-        .await
-    });
-    // The pool's first claim finds nothing; it is idle when the event arrives.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    s.event("w/orders", "o-wake", r#"{"id":"o-wake"}"#).await;
-    let got = s.dest.wait_for(1, Duration::from_secs(20)).await;
-    assert_eq!(got.len(), 1, "delivered without waiting for the poll");
-    stop.send(true).unwrap();
-    pool.await.unwrap();
-    assert_eq!(s.row("o-wake").await.0, "processed");
-}
-
 on_both_backends!(
     delivers_original_body_with_signed_headers,
     webhook_ids_are_stable_per_event_and_distinct_between_events,
@@ -1237,7 +1209,6 @@ on_both_backends!(
     a_worker_claims_nothing_until_its_targets_are_loaded,
     an_event_of_a_deleted_integration_is_dead_lettered_after_the_grace,
     janitor_cleans_rows_of_integrations_that_no_longer_exist,
-    an_idle_pool_is_woken_by_the_receiver_of_its_process,
 );
 
 /// A delivery slot comes back when the destination has answered, not when the outcome has been

@@ -33,6 +33,7 @@ pub struct Outcome {
     statuses: BTreeMap<u16, usize>,
     duplicates: usize,
     errors: Vec<String>,
+    // Set by the open loop once it ends; the parts merged into it carry answers only.
     /// Requests an open loop never sent: it fell too far behind their schedule and stopped.
     pub(super) unsent: usize,
     /// Whether an open loop stopped so.
@@ -50,9 +51,6 @@ impl Outcome {
         }
         self.duplicates += other.duplicates;
         self.errors.extend(other.errors);
-        self.unsent += other.unsent;
-        self.stopped |= other.stopped;
-        self.connections = self.connections.max(other.connections);
     }
 
     /// Requests answered `status` and not as duplicates.

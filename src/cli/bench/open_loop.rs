@@ -60,34 +60,34 @@ pub async fn open_loop<S: Source>(
     let mut tasks = tokio::task::JoinSet::new();
     let mut out = Outcome::default();
     let mut open = 0;
+    let (mut unsent, mut stopped) = (0, false);
     for i in 0..count {
         // Prepared (and, for a lazy source, signed) before its instant, not on the clock.
         let request = requests.request(i).into_owned();
         let due = pace.due(i);
         tokio::time::sleep_until(due).await;
-        // `Some(None)`: open a new connection; `None`: none came back before the give-up.
         let conn = if pace.give_up.is_some_and(|g| due.elapsed() > g) {
             None
         } else {
             match idle_rx.try_recv() {
-                Ok(conn) => Some(Some(conn)),
+                Ok(conn) => Some(Take::Idle(conn)),
                 Err(_) if open < max_connections => {
                     open += 1;
-                    Some(None)
+                    Some(Take::Open)
                 }
+                // At the cap: the first connection to come back, unless it is too late by then.
                 Err(_) => match pace.give_up {
                     Some(g) => tokio::time::timeout_at(due + g, idle_rx.recv())
                         .await
                         .ok()
-                        .flatten()
-                        .map(Some),
-                    None => idle_rx.recv().await.map(Some),
-                },
+                        .flatten(),
+                    None => idle_rx.recv().await,
+                }
+                .map(Take::Idle),
             }
         };
         let Some(conn) = conn else {
-            out.unsent = count - i;
-            out.stopped = true;
+            (unsent, stopped) = (count - i, true);
             break;
         };
         while let Some(done) = tasks.try_join_next() {
@@ -97,8 +97,8 @@ pub async fn open_loop<S: Source>(
         tasks.spawn(async move {
             let mut part = Outcome::default();
             let conn = match conn {
-                Some(conn) => Ok(conn),
-                None => Conn::open(addr).await.context("connecting to the receiver"),
+                Take::Idle(conn) => Ok(conn),
+                Take::Open => Conn::open(addr).await.context("connecting to the receiver"),
             };
             match conn {
                 Ok(mut conn) => {
@@ -112,9 +112,15 @@ pub async fn open_loop<S: Source>(
         });
     }
     out.merge(collect(tasks, started).await?);
-    out.connections = open;
     out.run.elapsed = started.elapsed();
+    (out.unsent, out.stopped, out.connections) = (unsent, stopped, open);
     Ok(out)
+}
+
+/// The connection a due request is sent on.
+enum Take {
+    Idle(Conn),
+    Open,
 }
 
 #[cfg(test)]
