@@ -15,7 +15,7 @@ pub const MAX_CONCURRENCY: usize = 10_000;
 /// being written (they have shed their bodies, so they hold little memory). At twice the slots,
 /// events waiting on completion commits held the claims back at ~9k events/s on two cores; four
 /// still did, eight did not (docs/performance.md, round 5). The bound is what makes a slow
-/// database slow the claims too.
+/// database slow the claims and the hand-overs too.
 pub const HELD_PER_SLOT: usize = 8;
 /// `--lease`
 pub const LEASE: Duration = Duration::from_secs(60);

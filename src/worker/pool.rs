@@ -47,8 +47,10 @@ impl Worker {
                 share.events_waiting();
             }
             // Handed-over events are leased already: they take free slots before any claim,
-            // up to their share while claims find events waiting.
+            // up to their share while claims find events waiting, and within the events held
+            // like claims, so that a slow database slows hand-overs too.
             while share.may_start_handed()
+                && tasks.len() < held_limit(cfg.concurrency)
                 && let Ok(permit) = permits.clone().try_acquire_owned()
             {
                 let Some(event) = waiting.take().or_else(|| handed.as_mut()?.try_recv()) else {

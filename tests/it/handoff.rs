@@ -1,7 +1,8 @@
 //! The receiver storing new events leased to the workers of its own process (standalone), on both
 //! backends: the row is what a claim would have left, the completion's fence matches it, a pool
 //! without room (or stopped) gets a plain pending row, an event that waited too long for a slot
-//! is claimed afresh, and shutdown gives back what never started.
+//! is claimed afresh, a slow database holds hand-overs back as it holds claims (PostgreSQL only:
+//! it locks one table), and shutdown gives back what never started.
 
 use crate::common::destination::Answer;
 use crate::common::*;
@@ -317,3 +318,58 @@ on_both_backends!(
     a_pool_delivers_what_it_is_handed_without_a_claim,
     shutdown_releases_handed_events_and_later_ones_are_stored_pending,
 );
+
+/// The pool's bound on events held (delivering, or having their outcome written) holds for
+/// handed-over events too, not only for claimed ones: while PostgreSQL holds every completion (a
+/// lock on `delivery_attempts`), a pool with one slot that keeps being handed new events delivers
+/// `HELD_PER_SLOT` of them and then waits, instead of delivering ever more whose outcomes pile up
+/// in memory and whose leases run out while they wait. Once the database lets go, every event is
+/// processed, each delivered once.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn handed_over_events_stop_at_the_pools_held_bound_while_outcomes_wait(pool: sqlx::PgPool) {
+    use hookgate::worker::defaults::HELD_PER_SLOT;
+    let mut s = Setup::new(Inbox::Postgres(pool.clone())).await;
+    let w = pool_with_handoff(&mut s, 1);
+    let running = crate::common::running::start([w]);
+    let mut blocker = pool.begin().await.unwrap();
+    sqlx::raw_sql("LOCK TABLE delivery_attempts IN EXCLUSIVE MODE")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let ids: Vec<String> = (1..=3 * HELD_PER_SLOT).map(|i| format!("b-{i}")).collect();
+    for id in &ids {
+        s.event("w/orders", id, "{}").await;
+        // Time for the pool to take what it was handed, so that each event gets a place.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    s.dest
+        .wait_for(HELD_PER_SLOT, Duration::from_secs(10))
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let delivered = s.dest.received().len();
+    let (status, ..) = stored(&s, "b-1").await;
+
+    blocker.rollback().await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    for id in &ids {
+        while stored(&s, id).await.0 != "processed" {
+            assert!(tokio::time::Instant::now() < deadline, "{id} not processed");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+    let received = s.dest.received();
+    running.stop().await;
+    assert_eq!(
+        status, "processing",
+        "the first outcome was still being written"
+    );
+    assert_eq!(
+        delivered, HELD_PER_SLOT,
+        "events delivered while no outcome could be written (one slot)"
+    );
+    let mut seen: Vec<String> = received.iter().map(|r| r.header("webhook-id")).collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), ids.len(), "each event delivered once");
+    assert_eq!(received.len(), ids.len(), "each event delivered once");
+}
