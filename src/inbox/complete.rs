@@ -83,18 +83,20 @@ impl Completer {
 
     /// Ends a claim like [`Inbox::complete`]: `false` when the lease was lost to another worker.
     /// Ordered deliveries (which also advance a resource version) keep their own transaction.
-    pub async fn complete(
-        &self,
-        claimed: &Claimed,
+    ///
+    /// Not an `async fn`, and the statement of its own transaction boxed: each delivery's task
+    /// holds this future, and an `async fn` around another keeps room for both.
+    pub fn complete<'a>(
+        &'a self,
+        claimed: &'a Claimed,
         completion: Completion,
         attempt: Option<Attempt>,
         now: DateTime<Utc>,
-    ) -> Result<bool> {
+    ) -> impl std::future::Future<Output = Result<bool>> + 'a {
         super::within(
             self.deadline,
             self.record(claimed, completion, attempt, now),
         )
-        .await
     }
 
     async fn record(
@@ -117,9 +119,11 @@ impl Completer {
                 batcher.submit(finish).await
             }
             _ => {
-                self.inbox
-                    .complete(claimed, &completion, attempt.as_ref(), now)
-                    .await
+                Box::pin(
+                    self.inbox
+                        .complete(claimed, &completion, attempt.as_ref(), now),
+                )
+                .await
             }
         }
     }

@@ -187,26 +187,31 @@ impl Inbox {
 
 /// Runs one database call with a client-side deadline: even a server that never answers (a
 /// network partition, a stopped process) costs the caller `deadline` at most.
-pub(crate) async fn within<T>(
+///
+/// Not an `async fn`: one keeps room for `call` both as its argument and inside the timeout,
+/// twice the size of a database call's future (sqlx's are kilobytes), copied whenever it moves.
+pub(crate) fn within<T>(
     deadline: Duration,
     call: impl std::future::Future<Output = Result<T>>,
-) -> Result<T> {
-    tokio::time::timeout(deadline, call)
-        .await
-        .unwrap_or_else(|_| {
+) -> impl std::future::Future<Output = Result<T>> {
+    use futures::FutureExt;
+    tokio::time::timeout(deadline, call).map(move |done| {
+        done.unwrap_or_else(|_| {
             Err(Error::Unavailable(format!(
                 "the database did not answer within {deadline:?}"
             )))
         })
+    })
 }
 
 /// [`within`] for a batch: every item of a batch that missed the deadline gets the error.
-pub(crate) async fn within_batch<T>(
+pub(crate) fn within_batch<T>(
     deadline: Duration,
     items: usize,
     call: impl std::future::Future<Output = Vec<Result<T>>>,
-) -> Vec<Result<T>> {
-    match tokio::time::timeout(deadline, call).await {
+) -> impl std::future::Future<Output = Vec<Result<T>>> {
+    use futures::FutureExt;
+    tokio::time::timeout(deadline, call).map(move |done| match done {
         Ok(results) => results,
         Err(_) => (0..items)
             .map(|_| {
@@ -215,7 +220,7 @@ pub(crate) async fn within_batch<T>(
                 )))
             })
             .collect(),
-    }
+    })
 }
 
 /// A statement that lifts the statement timeout for the rest of a transaction (maintenance work
