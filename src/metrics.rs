@@ -344,6 +344,49 @@ impl Metrics {
         self.key_phase.clear();
     }
 
+    /// Creates `integration`'s series of `family` for each of `labels` at zero, as a role learns of
+    /// the integration. A counter series born at 1 is no increase to Prometheus (`increase()` and
+    /// `rate()` need a sample before it), so without this the first refusal, dead letter or
+    /// retiring-key request after a start would never reach an alert. Existing series keep their
+    /// counts.
+    pub fn declare_outcomes(
+        family: &Family<OutcomeLabels, Counter>,
+        integration: &str,
+        labels: &[&str],
+    ) {
+        for outcome in labels {
+            let _ = family.get_or_create(&OutcomeLabels {
+                integration: integration.to_string(),
+                outcome: outcome.to_string(),
+            });
+        }
+    }
+
+    /// [`Metrics::declare_outcomes`] for a route's signing keys (ids from the spec).
+    pub fn declare_keys<'a>(&self, integration: &str, keys: impl IntoIterator<Item = &'a str>) {
+        for key in keys {
+            let _ = self.verified_requests.get_or_create(&KeyLabels {
+                integration: integration.to_string(),
+                key: key.to_string(),
+            });
+        }
+    }
+
+    /// [`Metrics::declare_outcomes`] for the reasons a catch-up run of `integration` can fail.
+    pub fn declare_catch_up(&self, integration: &str, reasons: &[&str]) {
+        for reason in reasons {
+            let _ = self.catch_up_errors.get_or_create(&ReasonLabels {
+                integration: integration.to_string(),
+                reason: reason.to_string(),
+            });
+        }
+        let labels = IntegrationLabels {
+            integration: integration.to_string(),
+        };
+        let _ = self.catch_up_missing.get_or_create(&labels);
+        let _ = self.catch_up_present.get_or_create(&labels);
+    }
+
     pub fn count(family: &Family<IntegrationLabels, Counter>, integration: &str) {
         family
             .get_or_create(&IntegrationLabels {
@@ -392,6 +435,28 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn declared_series_start_at_zero_and_keep_their_counts_when_declared_again() {
+        let m = Metrics::new();
+        m.delivery("pay/stripe", "retry");
+        Metrics::declare_outcomes(&m.deliveries, "pay/stripe", &["retry", "dead_letter"]);
+        m.declare_keys("pay/stripe", ["v1", "v2"]);
+        m.declare_catch_up("pay/stripe", &["network"]);
+        m.verified("pay/stripe", "v2");
+        m.declare_keys("pay/stripe", ["v2"]);
+        let text = m.encode();
+        for line in [
+            "hookgate_delivery_attempts_total{integration=\"pay/stripe\",outcome=\"retry\"} 1\n",
+            "hookgate_delivery_attempts_total{integration=\"pay/stripe\",outcome=\"dead_letter\"} 0\n",
+            "hookgate_verified_requests_total{integration=\"pay/stripe\",key=\"v1\"} 0\n",
+            "hookgate_verified_requests_total{integration=\"pay/stripe\",key=\"v2\"} 1\n",
+            "hookgate_catch_up_errors_total{integration=\"pay/stripe\",reason=\"network\"} 0\n",
+            "hookgate_catch_up_missing_total{integration=\"pay/stripe\"} 0\n",
+        ] {
+            assert!(text.contains(line), "{line} missing from:\n{text}");
+        }
+    }
 
     #[test]
     fn reconcile_errors_are_exposed_by_label() {

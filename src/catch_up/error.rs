@@ -49,18 +49,42 @@ impl From<crate::inbox::Error> for Error {
 }
 
 impl Error {
+    /// Every value of [`Error::metric_label`], for series counted from zero.
+    pub const METRIC_LABELS: [&'static str; 9] = [
+        "unauthorized",
+        "forbidden",
+        "rate_limited",
+        "provider_unavailable",
+        "refused",
+        "network",
+        "bad_response",
+        "timeout",
+        "inbox",
+    ];
+
     /// A fixed, snake_case name for logs, metrics and the status condition's reason.
     pub fn metric_label(&self) -> &'static str {
+        let [
+            unauthorized,
+            forbidden,
+            rate_limited,
+            unavailable,
+            refused,
+            network,
+            bad,
+            timeout,
+            inbox,
+        ] = Self::METRIC_LABELS;
         match self {
-            Error::Unauthorized { .. } => "unauthorized",
-            Error::Forbidden(_) => "forbidden",
-            Error::RateLimited { .. } => "rate_limited",
-            Error::Unavailable { .. } => "provider_unavailable",
-            Error::Refused { .. } => "refused",
-            Error::Network(_) => "network",
-            Error::BadResponse(_) => "bad_response",
-            Error::Timeout(_) => "timeout",
-            Error::Inbox(_) => "inbox",
+            Error::Unauthorized { .. } => unauthorized,
+            Error::Forbidden(_) => forbidden,
+            Error::RateLimited { .. } => rate_limited,
+            Error::Unavailable { .. } => unavailable,
+            Error::Refused { .. } => refused,
+            Error::Network(_) => network,
+            Error::BadResponse(_) => bad,
+            Error::Timeout(_) => timeout,
+            Error::Inbox(_) => inbox,
         }
     }
 }

@@ -84,6 +84,14 @@ pub struct CatchUp {
     inner: Arc<Inner>,
 }
 
+/// Every integration's catch-up counters from zero ([`Metrics::declare_catch_up`]), so that the
+/// first failed run after a start counts towards `HookgateCatchUpFailing`.
+fn declare_series(metrics: &Metrics, targets: &Targets) {
+    for integration in targets.keys() {
+        metrics.declare_catch_up(integration, &Error::METRIC_LABELS);
+    }
+}
+
 struct Inner {
     inbox: Inbox,
     api: http::Api,
@@ -94,6 +102,7 @@ struct Inner {
 
 impl CatchUp {
     pub fn new(inbox: Inbox, targets: Targets, metrics: Arc<Metrics>, cfg: Config) -> Self {
+        declare_series(&metrics, &targets);
         Self {
             inner: Arc::new(Inner {
                 api: http::Api::new(cfg.backoff),
@@ -107,6 +116,7 @@ impl CatchUp {
 
     /// Replaces the targets (the compiled routes changed); a pass running keeps its own.
     pub fn swap_targets(&self, targets: Targets) {
+        declare_series(&self.inner.metrics, &targets);
         self.inner.targets.store(Arc::new(targets));
     }
 

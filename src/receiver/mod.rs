@@ -7,6 +7,7 @@ pub mod limits;
 pub mod refusal_log;
 mod reply;
 
+use crate::http::reply::Reply;
 use crate::inbox::{GroupCommit, GroupCommitConfig, Inbox};
 use crate::metrics::Metrics;
 use crate::route::RouteTable;
@@ -65,6 +66,7 @@ impl Receiver {
             commit,
             Some(metrics.intake_batch_size.clone()),
         );
+        declare_series(&metrics, &routes);
         let limits = Arc::new(Limiters::new(limits::UNVERIFIED_RPS));
         let refusal_log = Arc::new(refusal_log::RefusalLog::new(
             refusal_log::REFUSAL_LOG_RPS,
@@ -155,6 +157,7 @@ impl Receiver {
 
     /// Replaces the whole routing table; requests already running keep the table they started with.
     pub fn swap_routes(&self, table: RouteTable) {
+        declare_series(&self.metrics, &table);
         self.routes
             .store(Arc::new(Routing::new(table, &self.limits)));
         self.loaded
@@ -231,5 +234,29 @@ impl Routing {
     fn bind(table: Arc<RouteTable>, limits: &Limiters) -> Self {
         let limiters = limits.bind(&table);
         Self { table, limiters }
+    }
+}
+
+/// The answers whose counts alerts and dashboards read, counted from zero for every route
+/// ([`Metrics::declare_outcomes`]); other outcomes' series appear when they first happen.
+const COUNTED_FROM_ZERO: &[Reply] = &[
+    Reply::Accepted,
+    Reply::Duplicate,
+    Reply::Ignored,
+    Reply::InvalidSignature,
+    Reply::Malformed,
+    Reply::TimestampOutsideWindow,
+    Reply::InboxUnavailable,
+    Reply::Overloaded,
+];
+
+fn declare_series(metrics: &Metrics, table: &RouteTable) {
+    let outcomes: Vec<&str> = COUNTED_FROM_ZERO.iter().map(Reply::outcome).collect();
+    for route in table.iter() {
+        Metrics::declare_outcomes(&metrics.requests, &route.integration, &outcomes);
+        metrics.declare_keys(
+            &route.integration,
+            route.verifier.keys().iter().map(|k| k.id.as_str()),
+        );
     }
 }

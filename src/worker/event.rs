@@ -200,12 +200,7 @@ impl Worker {
     }
 
     async fn finish(&self, event: &Claimed, completion: Completion, attempt: Option<&Attempt>) {
-        let label = match &completion {
-            Completion::Processed { .. } => "processed",
-            Completion::Retry { .. } => "retry",
-            Completion::DeadLetter { .. } => "dead_letter",
-            Completion::Ignored { .. } => "ignored",
-        };
+        let label = outcome(&completion);
         self.inner.metrics.delivery(&event.integration, label);
         let status = attempt.and_then(|a| a.status_code);
         match self
@@ -228,6 +223,18 @@ impl Worker {
                 "recording the outcome failed; the event is retried after its lease"
             ),
         }
+    }
+}
+
+/// Every value of `hookgate_delivery_attempts_total`'s `outcome` label.
+pub(super) const OUTCOMES: [&str; 4] = ["processed", "retry", "dead_letter", "ignored"];
+
+fn outcome(completion: &Completion) -> &'static str {
+    match completion {
+        Completion::Processed { .. } => OUTCOMES[0],
+        Completion::Retry { .. } => OUTCOMES[1],
+        Completion::DeadLetter { .. } => OUTCOMES[2],
+        Completion::Ignored { .. } => OUTCOMES[3],
     }
 }
 

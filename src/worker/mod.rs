@@ -115,6 +115,7 @@ impl Worker {
         metrics: Arc<Metrics>,
         dns: Arc<dyn reqwest::dns::Resolve>,
     ) -> Self {
+        declare_series(&metrics, &targets);
         let policy = Arc::new(cfg.destinations.clone());
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(cfg.concurrency)
@@ -160,6 +161,7 @@ impl Worker {
 
     /// Replaces the targets; deliveries already running keep the target they started with.
     pub fn swap_targets(&self, targets: Targets) {
+        declare_series(&self.inner.metrics, &targets);
         self.inner.targets.store(Arc::new(targets));
         self.inner
             .loaded
@@ -242,5 +244,13 @@ impl Worker {
 
     pub(crate) fn targets_snapshot(&self) -> Arc<Targets> {
         self.inner.targets.load_full()
+    }
+}
+
+/// Every outcome of every target counted from zero ([`Metrics::declare_outcomes`]): the first
+/// dead letter after a start is then an increase an alert sees.
+fn declare_series(metrics: &Metrics, targets: &Targets) {
+    for integration in targets.keys() {
+        Metrics::declare_outcomes(&metrics.deliveries, integration, &event::OUTCOMES);
     }
 }

@@ -152,6 +152,30 @@ async fn examples_serve_and_every_provider_format_is_accepted() {
     let invoice = payload("stripe-invoice.json");
     let fresh = serde_json::json!({"received": true, "duplicate": false});
 
+    // Before any request, every integration's counters that alerts read are there at zero, so
+    // that the first refusal, dead letter or retiring-key request is an increase Prometheus sees.
+    let metrics = reqwest::get(format!("{}/metrics", server.admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for series in [
+        r#"hookgate_receiver_requests_total{integration="payments/stripe",outcome="accepted"} 0"#,
+        r#"hookgate_receiver_requests_total{integration="payments/stripe",outcome="invalid_signature"} 0"#,
+        r#"hookgate_receiver_requests_total{integration="shop/orders",outcome="inbox_unavailable"} 0"#,
+        r#"hookgate_verified_requests_total{integration="platform/partner",key="v1"} 0"#,
+        r#"hookgate_verified_requests_total{integration="platform/partner",key="v2"} 0"#,
+        r#"hookgate_delivery_attempts_total{integration="payments/stripe",outcome="dead_letter"} 0"#,
+        r#"hookgate_delivery_attempts_total{integration="platform/github",outcome="retry"} 0"#,
+        r#"hookgate_catch_up_errors_total{integration="payments/stripe",reason="unauthorized"} 0"#,
+    ] {
+        assert!(
+            metrics.contains(series),
+            "{series} missing from:\n{metrics}"
+        );
+    }
+
     let cases: Vec<(&str, Vec<&str>)> = vec![
         ("payments/stripe", vec!["--body-file", &invoice]),
         (
