@@ -6,7 +6,7 @@
 //! idle worker can be woken the moment an insert commits instead of at its next poll: an event's
 //! completion latency then no longer includes up to a poll interval of waiting. A busy worker
 //! reads the same signal to keep a quarter of its slots for claims. Workers in other processes
-//! still find events by polling.
+//! get it from PostgreSQL's notifications (`super::notify`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -26,6 +26,7 @@ mod group;
 mod handoff;
 mod kept;
 mod list;
+mod notify;
 mod retention;
 mod stats;
 
@@ -41,6 +42,7 @@ pub use delivery::{Advance, Attempt, CLAIM_FROM_PG, CLAIM_PG, Claimed, Completio
 pub use event::{Arrival, EventSummary, InsertOutcome, ListFilter, NewEvent, Status};
 pub use group::{GroupCommit, GroupCommitConfig, MAX_BATCH};
 pub use handoff::{Handed, Handoff, Reservation, handoff};
+pub use notify::{CHANNEL as NOTIFY_CHANNEL, Notifier, listen};
 pub use stats::InboxStat;
 
 use crate::redact::redact_url;

@@ -278,8 +278,12 @@ async fn process(
         // Only an event to deliver wakes the workers; a dead-lettered version has nothing for
         // them. (A place not used is given back when dropped.)
         _ => {
-            if let (Reply::Accepted, None, Some(handoff)) = (reply, &unsupported, &rx.handoff) {
-                handoff.stored_for_claim();
+            if let (Reply::Accepted, None) = (reply, &unsupported) {
+                match (&rx.handoff, &rx.notifier) {
+                    (Some(handoff), _) => handoff.stored_for_claim(),
+                    (None, Some(notifier)) => notifier.stored_for_claim(),
+                    (None, None) => {}
+                }
             }
         }
     }

@@ -44,6 +44,8 @@ pub struct Receiver {
     intake: GroupCommit,
     /// Stores new events leased to the workers of this process while they have room (standalone).
     handoff: Option<crate::inbox::Handoff>,
+    /// Without workers of its own, on PostgreSQL: wakes those of other processes.
+    notifier: Option<crate::inbox::Notifier>,
     clock: Clock,
     metrics: Arc<Metrics>,
     body_timeout: Duration,
@@ -72,6 +74,10 @@ impl Receiver {
             refusal_log::REFUSAL_LOG_RPS,
             metrics.refusal_logs_dropped.clone(),
         ));
+        let notifier = match &inbox {
+            Inbox::Postgres(pool) => Some(crate::inbox::Notifier::start(pool.clone())),
+            Inbox::Sqlite(_) => None,
+        };
         Self {
             routes: Arc::new(ArcSwap::from_pointee(Routing::new(routes, &limits))),
             limits,
@@ -79,6 +85,7 @@ impl Receiver {
             inbox,
             intake,
             handoff: None,
+            notifier,
             clock: Arc::new(Utc::now),
             metrics,
             body_timeout: BODY_TIMEOUT,

@@ -33,6 +33,14 @@ impl Worker {
             self.inner.inbox.clone(),
             self.inner.metrics.clone(),
         ));
+        // Receivers in other processes notify when they store events for a claim.
+        let listening = match &self.inner.inbox {
+            Inbox::Postgres(pool) => Some(tokio::spawn(crate::inbox::listen(
+                pool.clone(),
+                self.inner.arrivals.clone(),
+            ))),
+            Inbox::Sqlite(_) => None,
+        };
 
         let mut handed = self.inner.handed.lock().expect("lock poisoned").take();
         // One handed-over event taken while waiting, started as soon as a slot is free.
@@ -130,6 +138,9 @@ impl Worker {
         }
         janitor.abort();
         gauges.abort();
+        if let Some(l) = listening {
+            l.abort();
+        }
         // From here the receiver stores new events pending for a claim.
         if let Some(h) = handed.as_mut() {
             h.close();

@@ -32,6 +32,7 @@ mod hostile_http;
 mod hostile_inputs;
 mod listener_limits;
 mod manifests;
+mod notify;
 mod ordering_fence;
 mod plugin;
 mod providers;

@@ -1,0 +1,72 @@
+//! Workers in another process than the receiver (the chart's split, or `hookgate worker` beside
+//! `hookgate standalone --no-workers`) wake when the receiver stores an event, through
+//! PostgreSQL's LISTEN/NOTIFY, instead of at their next poll; and keep doing so after their
+//! listening connection is killed. Each pool here polls once an hour, so an event delivered within
+//! seconds was found through a notification. PostgreSQL only: SQLite has no such channel, and its
+//! workers share the receiver's process.
+
+use crate::worker::{Setup, cfg};
+use hookgate::inbox::Inbox;
+use hookgate::worker::WorkerConfig;
+use std::time::Duration;
+
+/// A worker of its own (no hand-over from the receiver of `s`), polling once an hour.
+fn separate_worker(s: &Setup) -> hookgate::worker::Worker {
+    s.worker_with(WorkerConfig {
+        poll: Duration::from_secs(3600),
+        ..cfg()
+    })
+}
+
+/// Until the pool's listener is connected (its session shows the `LISTEN`).
+async fn wait_listening(pool: &sqlx::PgPool, not_pid: Option<i32>) -> i32 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let pid: Option<i32> = sqlx::query_scalar(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \
+             AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid() AND pid IS DISTINCT FROM $1",
+        )
+        .bind(not_pid)
+        .fetch_optional(pool)
+        .await
+        .unwrap();
+        if let Some(pid) = pid {
+            return pid;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the pool never listened"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_worker_of_another_process_wakes_for_a_new_event_and_after_losing_its_listener(
+    pool: sqlx::PgPool,
+) {
+    let s = Setup::new(Inbox::Postgres(pool.clone())).await;
+    let running = crate::common::running::start([separate_worker(&s)]);
+    let listener = wait_listening(&pool, None).await;
+    // Past the pool's first (empty) claim: it now waits for its hour-long poll.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    s.event("w/orders", "n-1", "{}").await;
+    let got = s.dest.wait_for(1, Duration::from_secs(5)).await;
+    assert_eq!(got.len(), 1, "not woken by the receiver's notification");
+
+    // The listening session is killed (a restarted database, a connection reaper): the pool
+    // listens again by itself and the next event still wakes it.
+    let killed: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        .bind(listener)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(killed);
+    wait_listening(&pool, Some(listener)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.event("w/orders", "n-2", "{}").await;
+    let got = s.dest.wait_for(2, Duration::from_secs(5)).await;
+    running.stop().await;
+    assert_eq!(got.len(), 2, "not woken after the listener reconnected");
+}
