@@ -50,10 +50,14 @@ impl Notifier {
 async fn send(pool: PgPool, wake: Arc<Notify>) {
     loop {
         wake.notified().await;
-        if let Err(e) = sqlx::query("SELECT pg_notify($1, '')")
-            .bind(CHANNEL)
-            .execute(&pool)
-            .await
+        // A notification gives its transaction an id, so its commit would wait for a WAL flush
+        // of its own beside the batches' (cutting intake by a tenth to a quarter, measured): an
+        // empty transaction has nothing a crash could lose, so it commits without waiting.
+        if let Err(e) =
+            sqlx::query("SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, '')")
+                .bind(CHANNEL)
+                .execute(&pool)
+                .await
         {
             // Workers still find the events at their next poll.
             tracing::debug!(error = %e, "could not notify the workers of new events");
