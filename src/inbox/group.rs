@@ -143,8 +143,14 @@ impl GroupCommit {
 
     /// Stores `event` in the next batch; resolves once that batch committed (or failed), or
     /// with an error once the deadline has passed.
-    pub async fn insert(&self, event: NewEvent) -> Result<InsertOutcome> {
-        super::within(self.deadline, self.batcher.submit(event)).await
+    ///
+    /// Not an `async fn`, for the reason given at [`super::within`]: this future is part of every
+    /// request's.
+    pub fn insert(
+        &self,
+        event: NewEvent,
+    ) -> impl std::future::Future<Output = Result<InsertOutcome>> + '_ {
+        super::within(self.deadline, self.batcher.submit(event))
     }
 }
 

@@ -51,8 +51,8 @@ async fn send(pool: PgPool, wake: Arc<Notify>) {
     loop {
         wake.notified().await;
         // A notification gives its transaction an id, so its commit would wait for a WAL flush
-        // of its own beside the batches' (cutting intake by a tenth to a quarter, measured): an
-        // empty transaction has nothing a crash could lose, so it commits without waiting.
+        // of its own beside the batches' (intake runs were lower with it: docs/performance.md,
+        // round 9). A transaction that wrote nothing has nothing a crash could lose.
         if let Err(e) =
             sqlx::query("SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, '')")
                 .bind(CHANNEL)
