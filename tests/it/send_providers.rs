@@ -312,12 +312,7 @@ async fn every_provider_is_sent_and_accepted_and_every_handshake_answered() {
     );
     assert_eq!(content_type(r#"{"MessageSid":"SM1""#), "application/json");
 
-    let metrics = reqwest::get(format!("{}/metrics", server.admin))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.metrics().await;
     for (integration, n) in [
         ("platform/slack", 1),
         ("platform/discord", 2),

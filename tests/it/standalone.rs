@@ -35,6 +35,25 @@ pub(crate) struct Server {
     pub(crate) admin: String,
 }
 
+impl Server {
+    /// The process's `/metrics` exposition.
+    pub(crate) async fn metrics(&self) -> String {
+        reqwest::get(format!("{}/metrics", self.admin))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+}
+
+/// Each of `series` (a whole exposition line without its newline) is in `metrics`.
+fn assert_series(metrics: &str, series: &[&str]) {
+    for line in series {
+        assert!(metrics.contains(line), "{line} missing from:\n{metrics}");
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -154,27 +173,19 @@ async fn examples_serve_and_every_provider_format_is_accepted() {
 
     // Before any request, every integration's counters that alerts read are there at zero, so
     // that the first refusal, dead letter or retiring-key request is an increase Prometheus sees.
-    let metrics = reqwest::get(format!("{}/metrics", server.admin))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    for series in [
-        r#"hookgate_receiver_requests_total{integration="payments/stripe",outcome="accepted"} 0"#,
-        r#"hookgate_receiver_requests_total{integration="payments/stripe",outcome="invalid_signature"} 0"#,
-        r#"hookgate_receiver_requests_total{integration="shop/orders",outcome="inbox_unavailable"} 0"#,
-        r#"hookgate_verified_requests_total{integration="platform/partner",key="v1"} 0"#,
-        r#"hookgate_verified_requests_total{integration="platform/partner",key="v2"} 0"#,
-        r#"hookgate_delivery_attempts_total{integration="payments/stripe",outcome="dead_letter"} 0"#,
-        r#"hookgate_delivery_attempts_total{integration="platform/github",outcome="retry"} 0"#,
-        r#"hookgate_catch_up_errors_total{integration="payments/stripe",reason="unauthorized"} 0"#,
-    ] {
-        assert!(
-            metrics.contains(series),
-            "{series} missing from:\n{metrics}"
-        );
-    }
+    assert_series(
+        &server.metrics().await,
+        &[
+            r#"hookgate_receiver_requests_total{integration="payments/stripe",outcome="accepted"} 0"#,
+            r#"hookgate_receiver_requests_total{integration="payments/stripe",outcome="invalid_signature"} 0"#,
+            r#"hookgate_receiver_requests_total{integration="shop/orders",outcome="inbox_unavailable"} 0"#,
+            r#"hookgate_verified_requests_total{integration="platform/partner",key="v1"} 0"#,
+            r#"hookgate_verified_requests_total{integration="platform/partner",key="v2"} 0"#,
+            r#"hookgate_delivery_attempts_total{integration="payments/stripe",outcome="dead_letter"} 0"#,
+            r#"hookgate_delivery_attempts_total{integration="platform/github",outcome="retry"} 0"#,
+            r#"hookgate_catch_up_errors_total{integration="payments/stripe",reason="unauthorized"} 0"#,
+        ],
+    );
 
     let cases: Vec<(&str, Vec<&str>)> = vec![
         ("payments/stripe", vec!["--body-file", &invoice]),
@@ -313,25 +324,17 @@ async fn examples_serve_and_every_provider_format_is_accepted() {
     assert_eq!(stripe[0]["event_id"], "evt_1QexampleInvoicePaid");
     assert_eq!(stripe[0]["event_type"], "invoice.paid");
 
-    let metrics = reqwest::get(format!("{}/metrics", server.admin))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(metrics.contains(r#"hookgate_receiver_requests_total{integration="payments/stripe",outcome="duplicate"} 1"#), "{metrics}");
     // Each verified request counts for the key that verified it (the retiring-key alert reads
     // this): the partner mid-rotation shows both keys; the Stripe retry counts, the forgery not.
-    for series in [
-        r#"hookgate_verified_requests_total{integration="platform/partner",key="v1"} 1"#,
-        r#"hookgate_verified_requests_total{integration="platform/partner",key="v2"} 1"#,
-        r#"hookgate_verified_requests_total{integration="payments/stripe",key="v1"} 2"#,
-    ] {
-        assert!(
-            metrics.contains(series),
-            "{series} missing from:\n{metrics}"
-        );
-    }
+    assert_series(
+        &server.metrics().await,
+        &[
+            r#"hookgate_receiver_requests_total{integration="payments/stripe",outcome="duplicate"} 1"#,
+            r#"hookgate_verified_requests_total{integration="platform/partner",key="v1"} 1"#,
+            r#"hookgate_verified_requests_total{integration="platform/partner",key="v2"} 1"#,
+            r#"hookgate_verified_requests_total{integration="payments/stripe",key="v1"} 2"#,
+        ],
+    );
 
     // A full run's logs (intake, duplicates, a forged signature, delivery) at debug level carry
     // the event fields but no configured secret, private key or signature.
