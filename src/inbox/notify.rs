@@ -11,9 +11,8 @@
 use super::Arrivals;
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Notify;
+use tokio::sync::mpsc;
 
 /// The channel receivers notify and workers listen on.
 pub const CHANNEL: &str = "hookgate_inbox";
@@ -27,29 +26,31 @@ const RETRY_FIRST: Duration = Duration::from_millis(500);
 const RETRY_CAP: Duration = Duration::from_secs(30);
 
 /// The receiver's end. Cheap to clone; requests that store events for a claim while a
-/// notification is on its way are covered by one more, not one each.
+/// notification is on its way are covered by one more, not one each. The sending task ends
+/// when the last clone is dropped.
 #[derive(Clone, Debug)]
 pub struct Notifier {
-    wake: Arc<Notify>,
+    wake: mpsc::Sender<()>,
 }
 
 impl Notifier {
     /// Starts the task that sends the notifications (current Tokio runtime).
     pub fn start(pool: PgPool) -> Self {
-        let wake = Arc::new(Notify::new());
-        tokio::spawn(send(pool, wake.clone()));
+        // One waiting request for a notification is all there is to remember.
+        let (wake, asked) = mpsc::channel(1);
+        tokio::spawn(send(pool, asked));
         Self { wake }
     }
 
     /// Events were committed `pending` for a claim by another process's workers.
     pub fn stored_for_claim(&self) {
-        self.wake.notify_one();
+        // Full: a notification is already due, and covers this one.
+        let _ = self.wake.try_send(());
     }
 }
 
-async fn send(pool: PgPool, wake: Arc<Notify>) {
-    loop {
-        wake.notified().await;
+async fn send(pool: PgPool, mut asked: mpsc::Receiver<()>) {
+    while asked.recv().await.is_some() {
         // A notification gives its transaction an id, so its commit would wait for a WAL flush
         // of its own beside the batches' (intake runs were lower with it: docs/performance.md,
         // round 9). A transaction that wrote nothing has nothing a crash could lose.

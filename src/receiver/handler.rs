@@ -279,10 +279,11 @@ async fn process(
         // them. (A place not used is given back when dropped.)
         _ => {
             if let (Reply::Accepted, None) = (reply, &unsupported) {
-                match (&rx.handoff, &rx.notifier) {
-                    (Some(handoff), _) => handoff.stored_for_claim(),
-                    (None, Some(notifier)) => notifier.stored_for_claim(),
-                    (None, None) => {}
+                if let Some(handoff) = &rx.handoff {
+                    handoff.stored_for_claim();
+                }
+                if let Some(notifier) = &rx.notifier {
+                    notifier.stored_for_claim();
                 }
             }
         }

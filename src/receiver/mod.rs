@@ -124,6 +124,8 @@ impl Receiver {
     /// events it has no place for are stored pending, and the workers told of them.
     pub fn with_handoff(mut self, handoff: crate::inbox::Handoff) -> Self {
         self.handoff = Some(handoff);
+        // Its workers are told through the hand-over; other processes' claim what is left.
+        self.notifier = None;
         self
     }
 
