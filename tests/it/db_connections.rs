@@ -7,35 +7,41 @@ use crate::common::procs::{drop_database, fresh_database};
 use crate::common::*;
 use futures::future::join_all;
 use hookgate::inbox::Inbox;
-use sqlx::{Connection, PgConnection, Row};
+use sqlx::{Connection, PgConnection};
 use std::time::{Duration, Instant};
 
-/// Ends every server process of `database` but the caller's, and waits until they are gone.
+/// Ends every server process of `database` but the caller's, and waits until none is left. The
+/// receiver's notifier can open a connection just after the first round (its last notification
+/// goes out up to 10 ms after the request that asked for it), so later rounds end those too.
 async fn terminate_connections(admin_url: &str, database: &str) -> i64 {
     let mut admin = PgConnection::connect(admin_url).await.unwrap();
-    let ended: i64 = sqlx::query(
-        "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-         WHERE datname = $1 AND pid <> pg_backend_pid()) AS t",
-    )
-    .bind(database)
-    .fetch_one(&mut admin)
-    .await
-    .unwrap()
-    .get(0);
     let deadline = Instant::now() + Duration::from_secs(10);
+    let mut ended = std::collections::HashSet::new();
     loop {
-        let left: i64 = sqlx::query(
-            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+        // pg_terminate_backend only signals; a process is gone when pg_stat_activity drops it.
+        let left: Vec<i32> = sqlx::query_scalar(
+            "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
         )
         .bind(database)
-        .fetch_one(&mut admin)
+        .fetch_all(&mut admin)
         .await
-        .unwrap()
-        .get(0);
-        if left == 0 {
-            return ended;
+        .unwrap();
+        if left.is_empty() {
+            return ended.len() as i64;
         }
-        assert!(Instant::now() < deadline, "{left} connections still open");
+        assert!(
+            Instant::now() < deadline,
+            "connections still open: {left:?}"
+        );
+        for pid in left {
+            if ended.insert(pid) {
+                sqlx::query("SELECT pg_terminate_backend($1)")
+                    .bind(pid)
+                    .execute(&mut admin)
+                    .await
+                    .unwrap();
+            }
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
