@@ -36,7 +36,10 @@ pub fn label_value(namespace: &str, name: &str) -> String {
     if plain.len() <= 63 {
         return plain;
     }
-    format!("h{}", &hex::encode(Sha256::digest(plain.as_bytes()))[..40])
+    format!(
+        "h{}",
+        &const_hex::encode(Sha256::digest(plain.as_bytes()))[..40]
+    )
 }
 
 /// The claim `wi` makes on its public path.
@@ -91,7 +94,7 @@ pub fn secret_name(namespace: &str, name: &str) -> String {
     }
     format!(
         "route.{}",
-        &hex::encode(Sha256::digest(plain.as_bytes()))[..40]
+        &const_hex::encode(Sha256::digest(plain.as_bytes()))[..40]
     )
 }
 

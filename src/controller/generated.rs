@@ -26,7 +26,7 @@ pub fn secret_name(integration: &str) -> String {
         return format!("{integration}{SUFFIX}");
     }
     use sha2::{Digest, Sha256};
-    let hash = hex::encode(Sha256::digest(integration.as_bytes()));
+    let hash = const_hex::encode(Sha256::digest(integration.as_bytes()));
     let stem = integration[..180].trim_end_matches(['-', '.']);
     format!("{stem}-{}{SUFFIX}", &hash[..16])
 }
@@ -72,7 +72,7 @@ pub fn new_secret(scheme: SchemeType) -> String {
     let bytes: [u8; 32] = rand::random();
     match scheme {
         SchemeType::StandardWebhooks => format!("whsec_{}", STANDARD.encode(bytes)),
-        _ => hex::encode(bytes),
+        _ => const_hex::encode(bytes),
     }
 }
 
@@ -196,7 +196,7 @@ mod tests {
         let raw = STANDARD.decode(sw.strip_prefix("whsec_").unwrap()).unwrap();
         assert_eq!(raw.len(), 32);
         let gh = new_secret(SchemeType::Github);
-        assert_eq!(hex::decode(&gh).unwrap().len(), 32);
+        assert_eq!(const_hex::decode(&gh).unwrap().len(), 32);
         assert_ne!(new_secret(SchemeType::Github), gh);
     }
 }

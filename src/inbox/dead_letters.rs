@@ -275,7 +275,7 @@ impl Inbox {
                 headers: headers.0,
                 content_type: r.try_get("content_type")?,
                 body: r.try_get("body")?,
-                body_sha256: hex::encode(sha),
+                body_sha256: const_hex::encode(sha),
                 attempt_count: r.try_get("attempts")?,
                 next_attempt_at: r.try_get("next_attempt_at")?,
                 locked_until: r.try_get("locked_until")?,

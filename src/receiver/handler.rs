@@ -391,7 +391,7 @@ impl Read<'_> {
             Source::Form(name) => form_urlencoded::parse(self.body)
                 .find(|(n, _)| n == name)
                 .map(|(_, v)| v.into_owned()),
-            Source::SignatureDigest => Some(hex::encode(self.verified.signature_digest())),
+            Source::SignatureDigest => Some(const_hex::encode(self.verified.signature_digest())),
             Source::FirstOf(all) => all.iter().find_map(|s| self.value(s)),
         }
     }

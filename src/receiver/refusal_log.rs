@@ -96,7 +96,7 @@ fn sane(id: &str) -> bool {
 
 /// 128 random bits in hex.
 fn fresh_id() -> String {
-    hex::encode(rand::random::<[u8; 16]>())
+    const_hex::encode(rand::random::<[u8; 16]>())
 }
 
 /// The id as a header value; the id is always one (sane or hex).

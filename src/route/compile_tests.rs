@@ -224,7 +224,7 @@ fn compiled_type(t: &str) -> CompiledRoute {
     let p256 = p256::ecdsa::SigningKey::from_slice(&[5u8; 32]).expect("scalar in range");
     let key = match t {
         "ed25519" => ed25519_public(),
-        "discord" => hex::encode(ed.verifying_key().to_bytes()),
+        "discord" => const_hex::encode(ed.verifying_key().to_bytes()),
         "sendgrid" => {
             let der = p256.verifying_key().to_public_key_der().expect("encodes");
             STANDARD.encode(der.as_bytes())

@@ -19,7 +19,8 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
     let candidates = match header_str(headers, SIGNATURE)? {
         None => Vec::new(),
         Some(v) => {
-            let bytes = hex::decode(v).map_err(|_| Rejection::Malformed("bad_signature_header"))?;
+            let bytes =
+                super::decode_hex(v).map_err(|_| Rejection::Malformed("bad_signature_header"))?;
             let sig = Signature::from_slice(&bytes)
                 .map_err(|_| Rejection::InvalidSignature("bad_signature_length"))?;
             vec![Candidate::Ed25519(sig)]
@@ -51,7 +52,7 @@ pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>
     let message = [ts.as_bytes(), input.body].concat();
     let sig = private.sign(&message).to_bytes();
     Ok(vec![
-        (SIGNATURE.into(), hex::encode(sig)),
+        (SIGNATURE.into(), const_hex::encode(sig)),
         (TIMESTAMP.into(), ts),
     ])
 }

@@ -51,7 +51,7 @@ mod tests {
     }
 
     fn verifier() -> Verifier {
-        let public = hex::encode(ed_signer(9).verifying_key().to_bytes());
+        let public = const_hex::encode(ed_signer(9).verifying_key().to_bytes());
         let material = discord()
             .parse_key(public.as_bytes())
             .expect("hex public key parses");

@@ -15,13 +15,13 @@ pub enum Encoding {
 impl Encoding {
     pub fn decode(self, s: &str) -> Option<Vec<u8>> {
         match self {
-            Encoding::Hex => hex::decode(s).ok(),
+            Encoding::Hex => super::decode_hex(s).ok(),
             Encoding::Base64 => STANDARD.decode(s).ok(),
         }
     }
     pub fn encode(self, b: &[u8]) -> String {
         match self {
-            Encoding::Hex => hex::encode(b),
+            Encoding::Hex => const_hex::encode(b),
             Encoding::Base64 => STANDARD.encode(b),
         }
     }

@@ -14,7 +14,7 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
         Some(v) => {
             let sig = v
                 .strip_prefix("sha256=")
-                .and_then(|h| hex::decode(h).ok())
+                .and_then(|h| super::decode_hex(h).ok())
                 .ok_or(Rejection::Malformed("bad_signature_header"))?;
             vec![Candidate::HmacSha256(sig)]
         }
@@ -37,7 +37,10 @@ pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>
     };
     let sig = hmac_sha256(secret, &[input.body]);
     let mut out = vec![
-        (SIGNATURE.into(), format!("sha256={}", hex::encode(sig))),
+        (
+            SIGNATURE.into(),
+            format!("sha256={}", const_hex::encode(sig)),
+        ),
         (DELIVERY.into(), input.event_id.into()),
     ];
     if let Some(t) = input.event_type {

@@ -138,7 +138,7 @@ fn decode_32(
         return from_pem(text);
     }
     let decoded = if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
-        hex::decode(text).map_err(|e| e.to_string())?
+        super::decode_hex(text).map_err(|e| e.to_string())?
     } else if let Ok(b) = STANDARD.decode(text) {
         b
     } else if raw.len() == 32 {
@@ -170,8 +170,8 @@ mod tests {
         for form in [
             raw.to_vec(),
             STANDARD.encode(raw).into_bytes(),
-            hex::encode(raw).into_bytes(),
-            format!("{}\n", hex::encode(raw)).into_bytes(),
+            const_hex::encode(raw).into_bytes(),
+            format!("{}\n", const_hex::encode(raw)).into_bytes(),
             pem.into_bytes(),
         ] {
             assert_eq!(parse_ed25519_public(&form).expect("parses"), public);
@@ -184,7 +184,7 @@ mod tests {
         let pem = key.to_pkcs8_pem(Default::default()).expect("pem encodes");
         for form in [
             STANDARD.encode(key.to_bytes()).into_bytes(),
-            hex::encode(key.to_bytes()).into_bytes(),
+            const_hex::encode(key.to_bytes()).into_bytes(),
             pem.as_bytes().to_vec(),
         ] {
             assert_eq!(

@@ -14,7 +14,8 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
     let candidates = match header_str(headers, SIGNATURE)? {
         None => Vec::new(),
         Some(v) => {
-            let sig = hex::decode(v).map_err(|_| Rejection::Malformed("bad_signature_header"))?;
+            let sig =
+                super::decode_hex(v).map_err(|_| Rejection::Malformed("bad_signature_header"))?;
             vec![Candidate::HmacSha256(sig)]
         }
     };
@@ -44,7 +45,7 @@ pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>
     let secret = hmac_secret(key, "linear")?;
     let sig = hmac_sha256(secret, &[input.body]);
     let mut out = vec![
-        (SIGNATURE.into(), hex::encode(sig)),
+        (SIGNATURE.into(), const_hex::encode(sig)),
         (DELIVERY.into(), input.event_id.into()),
     ];
     if let Some(t) = input.event_type {

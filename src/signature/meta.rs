@@ -19,7 +19,7 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
         Some(v) => {
             let sig = v
                 .strip_prefix("sha256=")
-                .and_then(|h| hex::decode(h).ok())
+                .and_then(|h| super::decode_hex(h).ok())
                 .ok_or(Rejection::Malformed("bad_signature_header"))?;
             vec![Candidate::HmacSha256(sig)]
         }
@@ -69,7 +69,7 @@ pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>
     let sig = hmac_sha256(secret, &[input.body]);
     Ok(vec![(
         SIGNATURE.into(),
-        format!("sha256={}", hex::encode(sig)),
+        format!("sha256={}", const_hex::encode(sig)),
     )])
 }
 

@@ -245,7 +245,10 @@ pub fn parse_rfc3339_seconds(s: &str) -> Result<i64, Rejection> {
 
 /// A header's value exactly as sent; `None` when absent, an error when present but not visible
 /// ASCII, or when sent more than once.
-pub fn header_str<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, Rejection> {
+pub fn header_str(
+    headers: &HeaderMap,
+    name: impl axum::http::header::AsHeaderName,
+) -> Result<Option<&str>, Rejection> {
     let mut lines = headers.get_all(name).iter();
     let Some(v) = lines.next() else {
         return Ok(None);
@@ -258,6 +261,29 @@ pub fn header_str<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h s
     v.to_str()
         .map(Some)
         .map_err(|_| Rejection::Malformed("non_ascii_header"))
+}
+
+/// Hex as providers send it: digits only. `const-hex` also reads a `0x` prefix, which no provider
+/// sends; such a value is refused, as it was before hookgate used that crate.
+pub fn decode_hex(s: impl AsRef<[u8]>) -> Result<Vec<u8>, const_hex::FromHexError> {
+    refuse_0x(s.as_ref())?;
+    const_hex::decode(s)
+}
+
+/// [`decode_hex`] into `out`, which must be half the digits' length.
+pub fn decode_hex_to_slice(s: &[u8], out: &mut [u8]) -> Result<(), const_hex::FromHexError> {
+    refuse_0x(s)?;
+    const_hex::decode_to_slice(s, out)
+}
+
+fn refuse_0x(s: &[u8]) -> Result<(), const_hex::FromHexError> {
+    match s {
+        [b'0', c @ (b'x' | b'X'), ..] => Err(const_hex::FromHexError::InvalidHexCharacter {
+            c: char::from(*c),
+            index: 1,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Parses a unix-seconds timestamp header value.
@@ -276,6 +302,24 @@ pub(crate) mod testutil;
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+
+    #[test]
+    fn hex_is_digits_only_without_a_0x_prefix() {
+        assert_eq!(decode_hex("0aFf").unwrap(), [0x0a, 0xff]);
+        for prefixed in ["0x0aff", "0X0aff"] {
+            assert!(decode_hex(prefixed).is_err(), "{prefixed}");
+            assert!(decode_hex_to_slice(prefixed.as_bytes(), &mut [0; 2]).is_err());
+        }
+        assert!(decode_hex("0g").is_err());
+        assert!(decode_hex("abc").is_err(), "odd length");
+        let mut out = [0; 2];
+        decode_hex_to_slice(b"0aff", &mut out).unwrap();
+        assert_eq!(out, [0x0a, 0xff]);
+        assert!(
+            decode_hex_to_slice(b"0aff", &mut [0; 3]).is_err(),
+            "wrong length"
+        );
+    }
 
     #[test]
     fn a_header_is_read_once_as_visible_ascii() {

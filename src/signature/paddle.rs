@@ -22,7 +22,9 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
             Some(("ts", v)) if ts.is_none() => ts = Some(v),
             Some(("ts", _)) => return Err(Rejection::Malformed("bad_signature_header")),
             // An h1 that is not hex cannot match; the others stay usable.
-            Some(("h1", v)) => candidates.extend(hex::decode(v).ok().map(Candidate::HmacSha256)),
+            Some(("h1", v)) => {
+                candidates.extend(super::decode_hex(v).ok().map(Candidate::HmacSha256))
+            }
             _ => {}
         }
     }
@@ -38,7 +40,7 @@ pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>
     let sig = hmac_sha256(secret, &[ts.as_bytes(), b":", input.body]);
     Ok(vec![(
         SIGNATURE.into(),
-        format!("ts={ts};h1={}", hex::encode(sig)),
+        format!("ts={ts};h1={}", const_hex::encode(sig)),
     )])
 }
 

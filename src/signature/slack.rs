@@ -19,7 +19,7 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
         Some(v) => {
             let sig = v
                 .strip_prefix("v0=")
-                .and_then(|h| hex::decode(h).ok())
+                .and_then(|h| super::decode_hex(h).ok())
                 .ok_or(Rejection::Malformed("bad_signature_header"))?;
             vec![Candidate::HmacSha256(sig)]
         }
@@ -56,7 +56,7 @@ pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>
     let ts = input.timestamp.to_string();
     let sig = hmac_sha256(secret, &[b"v0:", ts.as_bytes(), b":", input.body]);
     Ok(vec![
-        (SIGNATURE.into(), format!("v0={}", hex::encode(sig))),
+        (SIGNATURE.into(), format!("v0={}", const_hex::encode(sig))),
         (TIMESTAMP.into(), ts),
     ])
 }

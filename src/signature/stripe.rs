@@ -5,36 +5,48 @@ use super::{
     Candidate, Envelope, Rejection, SignInput, SigningKey, header_str, hmac_sha256,
     parse_unix_seconds,
 };
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderName};
 
 const SIGNATURE: &str = "stripe-signature";
+/// Parsed once: a lookup by `&str` parses and validates the name on every request.
+static SIGNATURE_HEADER: HeaderName = HeaderName::from_static(SIGNATURE);
 
 pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
-    let mut env = Envelope {
-        timestamp: None,
-        key_id: None,
-        prefix: Vec::new(),
-        suffix: Vec::new(),
-        body: super::SignedBody::Raw,
-        candidates: Vec::new(),
-        body_timestamp: None,
-        signed_id: None,
-    };
-    let Some(value) = header_str(headers, SIGNATURE)? else {
+    // Stripe sends one v1, or two while a secret rolls.
+    let mut env = Envelope::signed(Vec::new(), Vec::with_capacity(2));
+    let Some(value) = header_str(headers, &SIGNATURE_HEADER)? else {
         return Ok(env);
     };
     let mut t = None;
-    for item in value.split(',') {
-        match item.trim().split_once('=') {
+    // One SIMD search per item: a `str` pattern search costs more than these short items do.
+    let mut rest = Some(value);
+    while let Some(items) = rest {
+        let item = match memchr::memchr(b',', items.as_bytes()) {
+            Some(comma) => {
+                rest = Some(&items[comma + 1..]);
+                &items[..comma]
+            }
+            None => {
+                rest = None;
+                items
+            }
+        };
+        let item = item.trim_ascii();
+        let Some(eq) = item.bytes().position(|b| b == b'=') else {
+            continue;
+        };
+        match (&item[..eq], &item[eq + 1..]) {
             // Two timestamps would leave it ambiguous which one was signed.
-            Some(("t", _)) if t.is_some() => {
+            ("t", _) if t.is_some() => {
                 return Err(Rejection::Malformed("bad_signature_header"));
             }
-            Some(("t", v)) => t = Some(v),
+            ("t", v) => t = Some(v),
             // A v1 that is not hex cannot match; skipping it keeps the other v1 values usable.
-            Some(("v1", v)) => env
-                .candidates
-                .extend(hex::decode(v).ok().map(Candidate::HmacSha256)),
+            ("v1", v) => {
+                if let Ok(sig) = super::decode_hex(v) {
+                    env.candidates.push(Candidate::HmacSha256(sig));
+                }
+            }
             // v0 is Stripe's test-mode scheme with a different secret; other schemes are unknown.
             _ => {}
         }
@@ -42,7 +54,10 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
     let t = t.ok_or(Rejection::Malformed("missing_timestamp"))?;
     env.timestamp = Some(parse_unix_seconds(t)?);
     // The raw header text is what Stripe signed, so it is used rather than the parsed number.
-    env.prefix = format!("{t}.").into_bytes();
+    let mut prefix = Vec::with_capacity(t.len() + 1);
+    prefix.extend_from_slice(t.as_bytes());
+    prefix.push(b'.');
+    env.prefix = prefix;
     Ok(env)
 }
 
@@ -54,7 +69,7 @@ pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>
     let sig = hmac_sha256(secret, &[t.as_bytes(), b".", input.body]);
     Ok(vec![(
         SIGNATURE.into(),
-        format!("t={t},v1={}", hex::encode(sig)),
+        format!("t={t},v1={}", const_hex::encode(sig)),
     )])
 }
 
@@ -135,11 +150,21 @@ mod tests {
             check(&format!("t={NOW_SECS},v1=not-hex,v1={good}"), b"{}"),
             Ok(())
         );
+        // Items may carry spaces around them; empty items and items without `=` are skipped.
+        assert_eq!(
+            check(&format!(" t={NOW_SECS} ,, v1 ,\tv1={good} "), b"{}"),
+            Ok(())
+        );
+        // The timestamp is the text between `t=` and the comma: a space inside it is not trimmed.
+        assert_eq!(
+            check(&format!("t= {NOW_SECS},v1={good}"), b"{}"),
+            Err(Rejection::Malformed("bad_timestamp"))
+        );
     }
 
     #[test]
     fn signed_timestamp_is_the_raw_header_text() {
-        let sig = hex::encode(hmac_sha256(b"whsec_test", &[b"01700000000.", b"{}"]));
+        let sig = const_hex::encode(hmac_sha256(b"whsec_test", &[b"01700000000.", b"{}"]));
         assert_eq!(check(&format!("t=01700000000,v1={sig}"), b"{}"), Ok(()));
     }
 

@@ -40,7 +40,7 @@ pub fn envelope(
         (None, _) => SignedBody::FormPairs,
         (Some(hash), None) => {
             let mut want = [0u8; 32];
-            hex::decode_to_slice(hash.as_bytes(), &mut want)
+            super::decode_hex_to_slice(hash.as_bytes(), &mut want)
                 .map_err(|_| Rejection::Malformed("bad_body_hash"))?;
             SignedBody::Sha256(want)
         }
@@ -84,7 +84,7 @@ fn is_json(body: &[u8]) -> bool {
 
 /// `bodySHA256=<hex>` for a JSON body, which Twilio puts in the URL it signs.
 pub fn signed_query(body: &[u8]) -> Option<String> {
-    is_json(body).then(|| format!("{BODY_HASH}={}", hex::encode(Sha256::digest(body))))
+    is_json(body).then(|| format!("{BODY_HASH}={}", const_hex::encode(Sha256::digest(body))))
 }
 
 pub fn sign(

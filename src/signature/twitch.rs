@@ -25,7 +25,7 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
         Some(v) => {
             let sig = v
                 .strip_prefix("sha256=")
-                .and_then(|h| hex::decode(h).ok())
+                .and_then(|h| super::decode_hex(h).ok())
                 .ok_or(Rejection::Malformed("bad_signature_header"))?;
             vec![Candidate::HmacSha256(sig)]
         }
@@ -57,7 +57,10 @@ pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>
         &[input.event_id.as_bytes(), ts.as_bytes(), input.body],
     );
     let mut out = vec![
-        (SIGNATURE.into(), format!("sha256={}", hex::encode(sig))),
+        (
+            SIGNATURE.into(),
+            format!("sha256={}", const_hex::encode(sig)),
+        ),
         (MESSAGE_ID.into(), input.event_id.into()),
         (TIMESTAMP.into(), ts),
         (MESSAGE_TYPE.into(), "notification".into()),

@@ -20,7 +20,7 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
         Some(v) => {
             let sig = v
                 .strip_prefix("v0=")
-                .and_then(|h| hex::decode(h).ok())
+                .and_then(|h| super::decode_hex(h).ok())
                 .ok_or(Rejection::Malformed("bad_signature_header"))?;
             vec![Candidate::HmacSha256(sig)]
         }
@@ -40,7 +40,7 @@ pub fn handshake(body: &[u8], key: &KeyMaterial) -> Option<Handshake> {
     let KeyMaterial::Hmac(secret) = key else {
         return None;
     };
-    let encrypted = hex::encode(hmac_sha256(secret, &[plain.as_bytes()]));
+    let encrypted = const_hex::encode(hmac_sha256(secret, &[plain.as_bytes()]));
     Some(Handshake::Json(
         json!({"plainToken": plain, "encryptedToken": encrypted}).to_string(),
     ))
@@ -51,7 +51,7 @@ pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>
     let ts = input.timestamp.to_string();
     let sig = hmac_sha256(secret, &[b"v0:", ts.as_bytes(), b":", input.body]);
     Ok(vec![
-        (SIGNATURE.into(), format!("v0={}", hex::encode(sig))),
+        (SIGNATURE.into(), format!("v0={}", const_hex::encode(sig))),
         (TIMESTAMP.into(), ts),
     ])
 }
@@ -84,7 +84,8 @@ mod tests {
         };
         let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
         assert_eq!(answer["plainToken"], "qgg8vlvZRS6UYooatFL8Aw");
-        let expected = hex::encode(super::hmac_sha256(b"secret", &[b"qgg8vlvZRS6UYooatFL8Aw"]));
+        let expected =
+            const_hex::encode(super::hmac_sha256(b"secret", &[b"qgg8vlvZRS6UYooatFL8Aw"]));
         assert_eq!(answer["encryptedToken"], expected.as_str());
         let event = br#"{"event":"meeting.started","payload":{"plainToken":"x"}}"#;
         assert_eq!(

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 /// from (integration, event id), not from the row id, so it survives a re-import too.
 pub fn webhook_id(integration: &str, event_id: &str) -> String {
     let digest = Sha256::digest([integration.as_bytes(), b"\0", event_id.as_bytes()].concat());
-    format!("msg_{}", &hex::encode(digest)[..32])
+    format!("msg_{}", &const_hex::encode(digest)[..32])
 }
 
 /// Headers sent with an attempt, in order. Pure, so it can be tested without a network.

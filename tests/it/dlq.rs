@@ -327,7 +327,7 @@ async fn show_returns_the_event_with_its_attempts(inbox: Inbox) {
         headers,
         content_type: Some("application/json".into()),
         body: b"{\"n\":1}".to_vec(),
-        body_sha256: hex::encode(sha2::Sha256::digest(b"{\"n\":1}")),
+        body_sha256: const_hex::encode(sha2::Sha256::digest(b"{\"n\":1}")),
         attempt_count: 3,
         next_attempt_at: None,
         locked_until: None,

@@ -524,7 +524,7 @@ async fn catalogue(h: &Harness) -> Vec<Case> {
     );
     c.path = "/hooks/t/ptr".into();
     c.headers = vec![
-        ("X-Signature".into(), hex::encode(sig)),
+        ("X-Signature".into(), const_hex::encode(sig)),
         ("X-Timestamp".into(), now.to_string()),
     ];
     cases.push(c);
@@ -710,7 +710,7 @@ fn provider_cases(h: &Harness) -> Vec<Case> {
         case("discord: timestamp twice", &dp, twice(&dh, "x-signature-timestamp"), db, BAD, "malformed_request"),
         case("discord: timestamp missing", &dp, without_header(&dh, "X-Signature-Timestamp"), db, BAD, "malformed_request"),
         case("discord: signature not hex", &dp, with_header(&dh, "X-Signature-Ed25519", "zz"), db, BAD, "malformed_request"),
-        case("discord: signature of 32 bytes", &dp, with_header(&dh, "X-Signature-Ed25519", &hex::encode([7u8; 32])), db, UNAUTH, "invalid_signature"),
+        case("discord: signature of 32 bytes", &dp, with_header(&dh, "X-Signature-Ed25519", &const_hex::encode([7u8; 32])), db, UNAUTH, "invalid_signature"),
         // Square: base64 HMAC over publicUrl + body.
         case("square: signature not base64", &qp, with_header(&qh, "x-square-hmacsha256-signature", "***"), qb, BAD, "malformed_request"),
         case("square: signature twice", &qp, twice(&qh, "x-square-hmacsha256-signature"), qb, BAD, "malformed_request"),

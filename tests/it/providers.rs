@@ -18,7 +18,7 @@ fn value<'h>(h: &'h Headers, name: &str) -> &'h str {
 }
 
 fn hex_after(v: &str, prefix: &str) -> Vec<u8> {
-    hex::decode(v.strip_prefix(prefix).expect(prefix)).unwrap()
+    const_hex::decode(v.strip_prefix(prefix).expect(prefix)).unwrap()
 }
 
 /// Where the stored event id comes from.
@@ -89,7 +89,7 @@ fn cases() -> Vec<Case> {
             r#"{"version":1,"application_id":"7","type":1,"event":{"type":"APPLICATION_AUTHORIZED"}}"#.into()
         })
         .stored(
-            Want::Digest(|h| hex::decode(value(h, "x-signature-ed25519")).unwrap()),
+            Want::Digest(|h| const_hex::decode(value(h, "x-signature-ed25519")).unwrap()),
             Some("APPLICATION_AUTHORIZED"),
         )
         .window(4 * MIN, 6 * MIN),
@@ -243,7 +243,7 @@ async fn each_provider_stores_its_documented_id_and_type_once(inbox: Inbox) {
         let row = h.receiver.inbox().list(&filter).await.unwrap().remove(0);
         let want_id = match c.want_id {
             Want::Id(id) => id.to_string(),
-            Want::Digest(sig) => hex::encode(Sha256::digest(sig(&headers))),
+            Want::Digest(sig) => const_hex::encode(Sha256::digest(sig(&headers))),
         };
         assert_eq!(row.event_id, want_id, "{}: event id", c.label);
         assert_eq!(row.event_type.as_deref(), c.want_type, "{}: type", c.label);

@@ -37,7 +37,7 @@ pub(crate) fn manifests() -> String {
     let mut yaml = format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{name: keys, namespace: p}}\nstringData:\n  \
          discord: \"{}\"\n  sendgrid: \"{}\"\n  meta-verify: {VERIFY_TOKEN}\n",
-        hex::encode(discord_key(1).verifying_key().to_bytes()),
+        const_hex::encode(discord_key(1).verifying_key().to_bytes()),
         STANDARD.encode(sendgrid.as_bytes()),
     );
     for p in PROVIDERS

@@ -38,7 +38,7 @@ struct Shake {
 fn zoom_encrypted(secret: &[u8], plain: &str) -> String {
     let mut mac = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(secret).unwrap();
     mac.update(plain.as_bytes());
-    hex::encode(mac.finalize().into_bytes())
+    const_hex::encode(mac.finalize().into_bytes())
 }
 
 fn shakes() -> Vec<Shake> {

@@ -224,7 +224,7 @@ async fn every_provider_is_sent_and_accepted_and_every_handshake_answered() {
     let secret = example_value("zoom.yaml", "secret-token");
     assert_eq!(
         answer["encryptedToken"],
-        hex::encode(hookgate::signature::hmac_sha256(
+        const_hex::encode(hookgate::signature::hmac_sha256(
             secret.as_bytes(),
             &[plain.as_bytes()]
         ))

@@ -116,13 +116,13 @@ impl Provider {
     fn flipped(&self, value: &str) -> String {
         let encoded = value.strip_prefix(self.prefix).unwrap();
         let mut raw = if self.hex {
-            hex::decode(encoded).unwrap()
+            const_hex::decode(encoded).unwrap()
         } else {
             STANDARD.decode(encoded).unwrap()
         };
         *raw.last_mut().unwrap() ^= 0x01;
         let encoded = if self.hex {
-            hex::encode(raw)
+            const_hex::encode(raw)
         } else {
             STANDARD.encode(raw)
         };

@@ -161,7 +161,7 @@ fn flip(value: &str, sig: Sig) -> String {
             let (prefix, hex) = value.split_at(at);
             format!(
                 "{prefix}{}",
-                hex::encode(xor_mid(hex::decode(hex).unwrap()))
+                const_hex::encode(xor_mid(const_hex::decode(hex).unwrap()))
             )
         }
         Sig::Base64 => STANDARD.encode(xor_mid(STANDARD.decode(value).unwrap())),
@@ -364,7 +364,7 @@ async fn requests_built_from_the_documented_formats_are_accepted_over_http(pool:
         .format("%Y-%m-%dT%H:%M:%S.123456789Z")
         .to_string()
         .into();
-    let discord_seed = hex::encode(b"hookgate test: discord seed 32b!");
+    let discord_seed = const_hex::encode(b"hookgate test: discord seed 32b!");
     let zoom_token = r#""plainToken":"qgg8vlvZRS6UYooatFL8Aw""#;
     let hex = Sig::Hex;
     let cases = vec![

@@ -79,14 +79,14 @@ fn header_list(headers: &Value) -> Vec<(String, String)> {
 /// Flips one bit in the middle of a hex or base64 signature, keeping it well-formed.
 fn flip(signature: &str, hex: bool) -> String {
     let mut raw = if hex {
-        hex::decode(signature).unwrap()
+        const_hex::decode(signature).unwrap()
     } else {
         STANDARD.decode(signature).unwrap()
     };
     let mid = raw.len() / 2;
     raw[mid] ^= 0x10;
     if hex {
-        hex::encode(raw)
+        const_hex::encode(raw)
     } else {
         STANDARD.encode(raw)
     }
@@ -155,7 +155,7 @@ async fn a_discord_style_request_signed_by_pynacl_is_accepted_over_http(pool: Pg
         .map(|body| {
             json!({
                 "kind": "discord",
-                "seed_hex": hex::encode(b"hookgate test: pynacl seed 32 b!"),
+                "seed_hex": const_hex::encode(b"hookgate test: pynacl seed 32 b!"),
                 "timestamp": ts,
                 "body_b64": b64(body),
             })

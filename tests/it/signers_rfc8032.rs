@@ -72,12 +72,12 @@ fn scheme() -> Scheme {
 }
 
 fn bytes(hex_text: &str) -> Vec<u8> {
-    hex::decode(hex_text).unwrap()
+    const_hex::decode(hex_text).unwrap()
 }
 
 /// A verifier holding `public`, parsed from its hex text the way a Secret value is.
 fn verifier(public: &[u8]) -> Result<Verifier, String> {
-    let material = scheme().parse_key(hex::encode(public).as_bytes())?;
+    let material = scheme().parse_key(const_hex::encode(public).as_bytes())?;
     Ok(Verifier::new(
         scheme(),
         vec![Key {
@@ -92,7 +92,7 @@ fn verify(v: &Verifier, signature: &[u8], message: &[u8]) -> Result<(), Rejectio
     let mut headers = HeaderMap::new();
     headers.insert(
         "x-signature",
-        HeaderValue::from_str(&hex::encode(signature)).unwrap(),
+        HeaderValue::from_str(&const_hex::encode(signature)).unwrap(),
     );
     v.verify(
         Unverified {
@@ -243,7 +243,7 @@ async fn rfc8032_vectors_are_accepted_over_http_and_a_flipped_bit_is_refused(poo
     let path = "/hooks/t/rfc8032";
     let request = |v: &Vector, signature: &[u8]| {
         vec![
-            ("X-Signature".to_string(), hex::encode(signature)),
+            ("X-Signature".to_string(), const_hex::encode(signature)),
             ("X-Vector".to_string(), v.name.to_string()),
         ]
     };

@@ -135,7 +135,7 @@ pub async fn rows_per_second(
     let vars = [
         format!("body={}", text.replace('\\', "\\\\")),
         format!("headers={}", super::setup::headers_json(body.len())),
-        format!("sha=\\x{}", hex::encode(sha2::Sha256::digest(body))),
+        format!("sha=\\x{}", const_hex::encode(sha2::Sha256::digest(body))),
     ];
     let mut cmd = tokio::process::Command::new(bin);
     cmd.args(["-n", "-M", "prepared", "-c", &clients.to_string()])

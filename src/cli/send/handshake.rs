@@ -142,7 +142,7 @@ pub fn build(
             let secret = cx
                 .secret
                 .ok_or("zoom's answer is an HMAC under the integration's secret token, which this key is not")?;
-            let encrypted = hex::encode(hmac_sha256(secret, &[c.as_bytes()]));
+            let encrypted = const_hex::encode(hmac_sha256(secret, &[c.as_bytes()]));
             post(
                 "zoom endpoint.url_validation",
                 json!({
@@ -358,7 +358,7 @@ mod tests {
         };
         assert_eq!(
             answer["encryptedToken"],
-            hex::encode(hmac_sha256(b"s", &[b"hs_c1"]))
+            const_hex::encode(hmac_sha256(b"s", &[b"hs_c1"]))
         );
     }
 
@@ -388,7 +388,7 @@ mod tests {
         };
         check(&p, 200, Some("application/json"), &right.to_string()).unwrap();
         let mut bad = right.clone();
-        bad["encryptedToken"] = json!(hex::encode(hmac_sha256(b"other", &[b"hs_c1"])));
+        bad["encryptedToken"] = json!(const_hex::encode(hmac_sha256(b"other", &[b"hs_c1"])));
         let e = check(&p, 200, Some("application/json"), &bad.to_string()).unwrap_err();
         assert!(e.contains("with another body"), "{e}");
         let e = check(&p, 200, Some("text/plain"), &right.to_string()).unwrap_err();
