@@ -18,8 +18,7 @@ pub struct Unverified<'a> {
 /// Fields are private to `signature` so nothing outside it can forge one.
 #[derive(Debug, Clone)]
 pub struct Verified {
-    /// Shared with the verifier's key ring: a verification copies no string.
-    pub(super) key_id: std::sync::Arc<str>,
+    pub(super) key_id: String,
     pub(super) signed_id: Option<String>,
     pub(super) timestamp: Option<i64>,
     /// The signature that matched; hashed only if the inbox needs its digest (unsigned ids).

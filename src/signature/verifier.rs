@@ -8,7 +8,6 @@ use axum::http::HeaderMap;
 use chrono::{DateTime, Utc};
 use hmac::{KeyInit, Mac};
 use sha2::{Digest, Sha256};
-use std::sync::Arc;
 use subtle::{Choice, ConstantTimeEq};
 
 type HmacSha256 = hmac::Hmac<Sha256>;
@@ -27,8 +26,6 @@ pub struct Verifier {
     /// Per key (same index): the HMAC state already keyed with the secret. Keying costs two
     /// SHA-256 blocks, as much as hashing 128 bytes of body, so it is done once per route build.
     keyed: Vec<Option<HmacSha256>>,
-    /// Per key (same index): its id, for the [`Verified`]s it produces.
-    ids: Vec<Arc<str>>,
 }
 
 // The keyed states are secret material; Debug shows the scheme and the keys' ids only.
@@ -50,12 +47,10 @@ impl Verifier {
                 KeyMaterial::Ed25519(_) | KeyMaterial::EcdsaP256(_) => None,
             })
             .collect();
-        let ids = keys.iter().map(|k| Arc::from(k.id.as_str())).collect();
         Self {
             scheme,
             keys,
             keyed,
-            ids,
         }
     }
 
@@ -149,7 +144,7 @@ impl Verifier {
                 };
                 let signature = env.candidates.swap_remove(at).into_nonce(&env.signed_id);
                 return Ok(Verified {
-                    key_id: self.ids[i].clone(),
+                    key_id: key.id.clone(),
                     signed_id: env.signed_id,
                     timestamp,
                     signature,
@@ -168,7 +163,7 @@ impl Verifier {
         headers: &HeaderMap,
         body: &[u8],
     ) -> Option<super::Handshake> {
-        let key = self.keys.iter().find(|k| *k.id == *verified.key_id)?;
+        let key = self.keys.iter().find(|k| k.id == verified.key_id)?;
         self.scheme.handshake(headers, body, &key.material)
     }
 }
