@@ -124,7 +124,7 @@ impl Verifier {
             }
             SignedBody::Sha256(want) => {
                 // The signature covers the hash (in the URL), so the body must be the one hashed.
-                if !bool::from(Sha256::digest(body).as_slice().ct_eq(&want)) {
+                if !ct_equal(&Sha256::digest(body), &want) {
                     return Err(Rejection::InvalidSignature("body_hash_mismatch"));
                 }
                 &[]
