@@ -11,6 +11,7 @@ use crate::metrics::Metrics;
 use crate::route::Source;
 use crate::route::catch_up::CatchUpTarget;
 use crate::route::fields::{pointer_value, storable};
+use crate::route::json_pointers::Found;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::time::Duration;
@@ -242,7 +243,7 @@ async fn store(
             .versions
             .as_ref()
             .filter(|_| !ignored)
-            .and_then(|v| v.refuse(Some(&json)));
+            .and_then(|v| v.refuse(json.pointer(&v.pointer).map(Found::from).as_ref()));
         let event = NewEvent::caught_up(
             &t.integration,
             t.scheme,

@@ -11,6 +11,7 @@ use super::reply;
 use crate::http::reply::Reply;
 use crate::inbox::{Claimed, InsertOutcome, NewEvent};
 use crate::metrics::Metrics;
+use crate::route::json_pointers::Fields;
 use crate::route::{CompiledRoute, Source};
 use crate::signature::{Handshake, Rejection, Subscription, Verified};
 use axum::body::Body;
@@ -203,7 +204,7 @@ async fn process(
     }
 
     let json = needs_json(route)
-        .then(|| serde_json::from_slice::<Value>(&body).ok())
+        .then(|| Fields::read(&body, json_pointers(route)))
         .flatten();
     let read = Read {
         headers: &parts.headers,
@@ -224,7 +225,7 @@ async fn process(
         .versions
         .as_ref()
         .filter(|_| !ignored)
-        .and_then(|v| v.refuse(json.as_ref()));
+        .and_then(|v| v.refuse(json.as_ref().and_then(|j| j.at(&v.pointer))));
 
     let content_type = parts
         .headers
@@ -370,10 +371,19 @@ fn needs_json(route: &CompiledRoute) -> bool {
     route.event_id.reads_json() || route.event_type.reads_json() || route.versions.is_some()
 }
 
+/// Every pointer the route reads from a JSON body, so that one pass finds them all.
+fn json_pointers(route: &CompiledRoute) -> Vec<&str> {
+    let mut pointers = Vec::with_capacity(3);
+    route.event_id.pointers(&mut pointers);
+    route.event_type.pointers(&mut pointers);
+    pointers.extend(route.versions.as_ref().map(|v| v.pointer.as_str()));
+    pointers
+}
+
 /// What a value is read from, after verification.
 struct Read<'a> {
     headers: &'a HeaderMap,
-    json: Option<&'a Value>,
+    json: Option<&'a Fields<'a>>,
     body: &'a [u8],
     verified: &'a Verified,
 }
@@ -387,7 +397,7 @@ impl Read<'_> {
                 .find_map(|n| self.headers.get(n.as_str()))
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string),
-            Source::Pointer(p) => crate::route::fields::pointer_value(self.json?, p),
+            Source::Pointer(p) => self.json?.at(p)?.text(),
             Source::Form(name) => form_urlencoded::parse(self.body)
                 .find(|(n, _)| n == name)
                 .map(|(_, v)| v.into_owned()),

@@ -5,6 +5,7 @@
 pub mod catch_up;
 mod compile;
 pub mod fields;
+pub mod json_pointers;
 mod secrets;
 mod source_ranges;
 pub mod target;
@@ -46,6 +47,15 @@ impl Source {
             Source::Headers(_) => false,
             Source::Pointer(_) | Source::Form(_) | Source::SignatureDigest => true,
             Source::FirstOf(all) => all.iter().all(Source::signed),
+        }
+    }
+
+    /// The JSON pointers it reads, added to `out`.
+    pub fn pointers<'a>(&'a self, out: &mut Vec<&'a str>) {
+        match self {
+            Source::Pointer(p) => out.push(p),
+            Source::FirstOf(all) => all.iter().for_each(|s| s.pointers(out)),
+            Source::Headers(_) | Source::Form(_) | Source::SignatureDigest => {}
         }
     }
 

@@ -2,7 +2,7 @@
 //! Decided after verification, on the parsed body; an event of another version is still stored
 //! (it is authentic) but goes straight to the dead letters, never to the destination.
 
-use serde_json::Value;
+use super::json_pointers::Found;
 use std::collections::HashSet;
 
 /// The reason recorded (as `last_error`) on an event of an unsupported version.
@@ -31,12 +31,14 @@ impl Versions {
     /// `None` when the event may be delivered; otherwise the reason to record, starting with
     /// [`UNSUPPORTED`]. A body that is not JSON, or has no version at the pointer, or a version
     /// that is neither a string nor a number, is unsupported: nothing says it is one we know.
-    pub fn refuse(&self, json: Option<&Value>) -> Option<String> {
-        let version = match json.and_then(|j| j.pointer(&self.pointer)) {
-            Some(Value::String(s)) => s.clone(),
+    /// `version` is what the body holds at [`Versions::pointer`].
+    pub fn refuse(&self, version: Option<&Found>) -> Option<String> {
+        let version = match version {
             // Numbers in their JSON form: `2`, `2.1`; `supported: ["2"]` matches 2.
-            Some(Value::Number(n)) => n.to_string(),
-            Some(_) => return Some(format!("{UNSUPPORTED}: not a string or number")),
+            Some(found) => match found.text() {
+                Some(v) => v,
+                None => return Some(format!("{UNSUPPORTED}: not a string or number")),
+            },
             None => return Some(format!("{UNSUPPORTED}: missing")),
         };
         if self.supported.contains(&version) {
@@ -54,7 +56,7 @@ impl Versions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn stripe() -> Versions {
         Versions {
@@ -112,7 +114,14 @@ mod tests {
         ];
         for (body, reason) in table {
             assert_eq!(
-                stripe().refuse(body.as_ref()).as_deref(),
+                stripe()
+                    .refuse(
+                        body.as_ref()
+                            .and_then(|j| j.pointer("/api_version"))
+                            .map(Found::from)
+                            .as_ref()
+                    )
+                    .as_deref(),
                 reason,
                 "{body:?}"
             );

@@ -5,6 +5,7 @@
 //! locking, recording and unlocking. Pure and synchronous.
 
 use crate::crd::OrderingSpec;
+use crate::route::json_pointers::{Found, find};
 use chrono::{DateTime, SecondsFormat, Utc};
 use std::time::Duration;
 
@@ -35,14 +36,12 @@ pub fn entry(ordering: Option<&OrderingSpec>, body: &[u8]) -> Entry {
 
 /// Resource id and version from the body; `None` when either is missing or unusable.
 fn key(body: &[u8], spec: &OrderingSpec) -> Option<(String, Version)> {
-    let json: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let resource = match json.pointer(&spec.resource_id_pointer)? {
-        serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Number(n) => n.to_string(),
-        _ => return None,
-    };
-    let version = Version::from_json(json.pointer(&spec.version_pointer)?)?;
-    Some((resource, version))
+    let pointers = [
+        spec.resource_id_pointer.as_str(),
+        spec.version_pointer.as_str(),
+    ];
+    let [resource, version] = <[Option<Found>; 2]>::try_from(find(body, &pointers)?).ok()?;
+    Some((resource?.text()?, Version::of(&version?)?))
 }
 
 /// The inbox's answer when asked for a resource's lock.
@@ -100,20 +99,20 @@ pub enum Version {
 impl Version {
     /// From a JSON value: integers (JSON numbers without fraction, or strings of ASCII digits with
     /// optional leading '-', compared as numbers), or RFC 3339 strings. Anything else `None`.
-    pub fn from_json(v: &serde_json::Value) -> Option<Version> {
+    pub fn of(v: &Found) -> Option<Version> {
         match v {
             // as_i64/as_u64 are None for floats, so 4.5 (and 4.0, written with a fraction) fail.
-            serde_json::Value::Number(n) => n
+            Found::Number(n) => n
                 .as_i64()
                 .map(i128::from)
                 .or_else(|| n.as_u64().map(i128::from))
                 .map(Version::Int),
             // Counters often arrive as strings; compared as text, "9" would come after "10".
-            serde_json::Value::String(s) => parse_int(s).map(Version::Int).or_else(|| {
+            Found::String(s) => parse_int(s).map(Version::Int).or_else(|| {
                 let time = DateTime::parse_from_rfc3339(s).ok()?;
                 Some(Version::Time(time.to_utc()))
             }),
-            _ => None,
+            Found::Other => None,
         }
     }
 

@@ -100,14 +100,14 @@ fn versions_parse_from_json() {
         (json!([1]), None),
     ];
     for (value, want) in cases {
-        assert_eq!(Version::from_json(&value), want, "{value}");
+        assert_eq!(Version::of(&Found::from(&value)), want, "{value}");
     }
 }
 
 #[test]
 fn string_versions_compare_as_numbers() {
-    let ten = Version::from_json(&json!("10")).unwrap();
-    let nine = Version::from_json(&json!("9")).unwrap();
+    let ten = Version::of(&Found::from(&json!("10"))).unwrap();
+    let nine = Version::of(&Found::from(&json!("9"))).unwrap();
     assert_eq!(gate(Some(&nine), &ten), Gate::Deliver);
     assert_eq!(gate(Some(&ten), &nine), Gate::Stale);
     let i64_max = Version::Int(i64::MAX.into());

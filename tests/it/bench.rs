@@ -100,6 +100,8 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         "pipeline: highest sustainable rate",
         "verify HMAC-SHA256 (Stripe), 1 KiB",
         "verify Ed25519, 1 KiB",
+        "event id and type, intake body (1.0 KiB)",
+        "serde_json Value + pointer, Stripe event",
     ];
     if pgbench {
         expected.extend(["pgbench: 1 row/transaction", "pgbench: 50 rows/transaction"]);
@@ -174,7 +176,11 @@ fn bench_runs_every_phase_and_reports_every_figure() {
     ] {
         assert_eq!(names.contains(&c), pgbench, "{c} in {names:?}");
     }
-    assert_eq!(checks.len(), 11 + 2 * usize::from(pgbench), "{names:?}");
+    assert!(
+        names.contains(&"fields / serde_json Value, Stripe event"),
+        "{names:?}"
+    );
+    assert_eq!(checks.len(), 13 + 2 * usize::from(pgbench), "{names:?}");
     let rss = checks
         .iter()
         .find(|c| c["check"] == "receiver peak RSS under load (MiB)")

@@ -9,6 +9,7 @@
 mod args;
 mod ceiling;
 mod cpu;
+mod fields;
 mod intake;
 mod load;
 mod open_loop;

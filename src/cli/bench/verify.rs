@@ -30,7 +30,11 @@ const ROUNDS: usize = 21;
 
 /// Runs `a` and `b` in alternating rounds (so drift in the machine hits both alike); each
 /// round's time per operation is one latency sample.
-fn alternate(iters: usize, mut a: impl FnMut() -> bool, mut b: impl FnMut() -> bool) -> (Run, Run) {
+pub(super) fn alternate(
+    iters: usize,
+    mut a: impl FnMut() -> bool,
+    mut b: impl FnMut() -> bool,
+) -> (Run, Run) {
     let (mut ra, mut rb) = (Run::default(), Run::default());
     for _ in 0..ROUNDS {
         for (f, run) in [
@@ -170,9 +174,12 @@ spec:
 /// Sized so each case takes about a second in a release build; `divisor` shrinks them further.
 pub fn run(divisor: usize) -> anyhow::Result<Vec<Case>> {
     let scale = divisor * if cfg!(debug_assertions) { 10 } else { 1 };
-    Ok(vec![
+    let mut cases = vec![
         stripe(1024, (20_000 / scale).max(1))?,
         stripe(16 * 1024, (2_000 / scale).max(1))?,
         ed25519(1024, (1_000 / scale).max(1))?,
-    ])
+    ];
+    // The receiver's other work on the request's bytes before it stores them.
+    cases.extend(super::fields::run(scale));
+    Ok(cases)
 }
