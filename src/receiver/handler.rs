@@ -203,8 +203,8 @@ async fn process(
         return Answer::Handshake(h);
     }
 
-    let json = needs_json(route)
-        .then(|| Fields::read(&body, json_pointers(route)))
+    let json = (!route.json.is_empty())
+        .then(|| route.json.read(&body))
         .flatten();
     let read = Read {
         headers: &parts.headers,
@@ -365,19 +365,6 @@ async fn read_body(
             })
         }
     }
-}
-
-fn needs_json(route: &CompiledRoute) -> bool {
-    route.event_id.reads_json() || route.event_type.reads_json() || route.versions.is_some()
-}
-
-/// Every pointer the route reads from a JSON body, so that one pass finds them all.
-fn json_pointers(route: &CompiledRoute) -> Vec<&str> {
-    let mut pointers = Vec::with_capacity(3);
-    route.event_id.pointers(&mut pointers);
-    route.event_type.pointers(&mut pointers);
-    pointers.extend(route.versions.as_ref().map(|v| v.pointer.as_str()));
-    pointers
 }
 
 /// What a value is read from, after verification.

@@ -1,6 +1,7 @@
 //! `compile`: one integration and its Secrets into a `CompiledRoute`, or the first field error.
 
-use super::{CompiledRoute, Secrets, Source};
+use super::json_pointers::Pointers;
+use super::{CompiledRoute, Secrets, Source, Versions};
 use crate::crd::validate::{self, FieldError};
 use crate::crd::{SchemeType, SignatureEncoding, WebhookIntegration, defaults};
 use crate::signature::{Encoding, GenericScheme, Key, Scheme, Template, Verifier};
@@ -242,6 +243,8 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
             let burst = limits.burst.and_then(NonZeroU32::new).unwrap_or(rps);
             Quota::per_second(rps).allow_burst(burst)
         });
+    let versions = super::Versions::of(spec);
+    let json = json_pointers(&event_id, &event_type, versions.as_ref());
     Ok(CompiledRoute {
         integration,
         path: spec
@@ -255,11 +258,21 @@ pub fn compile(wi: &WebhookIntegration, secrets: &Secrets) -> Result<CompiledRou
         tolerance,
         nonce_retention,
         allow: super::EventFilter::of(spec),
-        versions: super::Versions::of(spec),
+        versions,
+        json,
         max_body_bytes: limits.max_body_bytes.unwrap_or(defaults::MAX_BODY_BYTES) as usize,
         rate,
         delivery: Arc::new(delivery),
         source_ranges: super::SourceRanges::new(validate::source_ranges(&spec.source_ranges)?),
         catch_up: catch_up.map(Arc::new),
     })
+}
+
+/// Every pointer the route reads from a JSON body, so that one pass over the body finds them all.
+fn json_pointers(event_id: &Source, event_type: &Source, versions: Option<&Versions>) -> Pointers {
+    let mut pointers = Vec::new();
+    event_id.pointers(&mut pointers);
+    event_type.pointers(&mut pointers);
+    pointers.extend(versions.map(|v| v.pointer.as_str()));
+    Pointers::new(pointers)
 }

@@ -17,11 +17,7 @@ pub fn storable(field: &str) -> bool {
 
 /// The value at RFC 6901 `pointer`: strings as they are, numbers in decimal, nothing else.
 pub fn pointer_value(json: &Value, pointer: &str) -> Option<String> {
-    match json.pointer(pointer)? {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
+    super::json_pointers::Found::from(json.pointer(pointer)?).text()
 }
 
 /// `spec.events.allow`, compiled. An empty list means no filter, as leaving `events` out does.

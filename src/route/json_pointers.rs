@@ -47,60 +47,88 @@ impl Found {
     }
 }
 
+/// The pointers (RFC 6901) a route reads, split into their tokens once per route build.
+#[derive(Debug, Clone, Default)]
+pub struct Pointers {
+    pointers: Vec<String>,
+    /// Per pointer: its tokens, unescaped; `None` for a pointer that finds nothing.
+    paths: Vec<Option<Vec<String>>>,
+}
+
+impl Pointers {
+    pub fn new<'a>(pointers: impl IntoIterator<Item = &'a str>) -> Self {
+        let pointers: Vec<String> = pointers.into_iter().map(str::to_string).collect();
+        let paths = pointers.iter().map(|p| tokens(p)).collect();
+        Self { pointers, paths }
+    }
+
+    /// Whether there is nothing to read: the body need not be JSON.
+    pub fn is_empty(&self) -> bool {
+        self.pointers.is_empty()
+    }
+
+    /// What `body` holds at each pointer; `None` when `body` is not one JSON document.
+    pub fn read(&self, body: &[u8]) -> Option<Fields<'_>> {
+        // serde_json checks UTF-8 only in the strings it keeps; a skipped string must be checked.
+        let text = std::str::from_utf8(body).ok()?;
+        let mut found = vec![None; self.paths.len()];
+        let active = (0..self.paths.len())
+            .filter(|&i| self.paths[i].is_some())
+            .collect();
+        let mut de = serde_json::Deserializer::from_str(text);
+        let at = At {
+            paths: &self.paths,
+            active,
+            depth: 0,
+            found: &mut found,
+        };
+        at.deserialize(&mut de).ok()?;
+        de.end().ok()?;
+        Some(Fields {
+            pointers: &self.pointers,
+            found,
+        })
+    }
+}
+
 /// What a body holds at a route's pointers, looked up by pointer.
 #[derive(Debug)]
 pub struct Fields<'p> {
-    pointers: Vec<&'p str>,
+    pointers: &'p [String],
     found: Vec<Option<Found>>,
 }
 
-impl<'p> Fields<'p> {
-    /// `None` when `body` is not one JSON document.
-    pub fn read(body: &[u8], pointers: Vec<&'p str>) -> Option<Self> {
-        let found = find(body, &pointers)?;
-        Some(Self { pointers, found })
-    }
-
+impl Fields<'_> {
     /// The value at `pointer`, one of those read.
     pub fn at(&self, pointer: &str) -> Option<&Found> {
-        let i = self.pointers.iter().position(|p| *p == pointer)?;
+        let i = self.pointers.iter().position(|p| p == pointer)?;
         self.found[i].as_ref()
+    }
+
+    /// The values in the order of the pointers.
+    pub fn into_values(self) -> Vec<Option<Found>> {
+        self.found
     }
 }
 
-/// The values at `pointers` (RFC 6901) in `body`, in the same order; `None` when `body` is not
-/// one JSON document.
+/// The values at `pointers` in `body`, in the same order; `None` when `body` is not one JSON
+/// document. For pointers read once; a route's are split once, in [`Pointers`].
 pub fn find(body: &[u8], pointers: &[&str]) -> Option<Vec<Option<Found>>> {
-    // serde_json checks UTF-8 only in the strings it keeps; a skipped string must be checked too.
-    let text = std::str::from_utf8(body).ok()?;
-    let paths: Vec<Option<Vec<Cow<'_, str>>>> = pointers.iter().map(|p| tokens(p)).collect();
-    let mut found = vec![None; pointers.len()];
-    let active = (0..paths.len()).filter(|&i| paths[i].is_some()).collect();
-    let mut de = serde_json::Deserializer::from_str(text);
-    let at = At {
-        paths: &paths,
-        active,
-        depth: 0,
-        found: &mut found,
-    };
-    at.deserialize(&mut de).ok()?;
-    de.end().ok()?;
-    Some(found)
+    Pointers::new(pointers.iter().copied())
+        .read(body)
+        .map(Fields::into_values)
 }
 
 /// A pointer's reference tokens, unescaped as serde_json does; `None` for a pointer that is
 /// neither empty (the whole document) nor starts with `/`, which finds nothing.
-fn tokens(pointer: &str) -> Option<Vec<Cow<'_, str>>> {
+fn tokens(pointer: &str) -> Option<Vec<String>> {
     if pointer.is_empty() {
         return Some(Vec::new());
     }
     let rest = pointer.strip_prefix('/')?;
     Some(
         rest.split('/')
-            .map(|t| match t.contains('~') {
-                true => Cow::Owned(t.replace("~1", "/").replace("~0", "~")),
-                false => Cow::Borrowed(t),
-            })
+            .map(|t| t.replace("~1", "/").replace("~0", "~"))
             .collect(),
     )
 }
@@ -115,15 +143,15 @@ fn index(token: &str) -> Option<usize> {
 
 /// One value of the document, reached by the pointers in `active` (indexes into `paths`), each
 /// of which has matched its first `depth` tokens.
-struct At<'a, 'p> {
-    paths: &'a [Option<Vec<Cow<'p, str>>>],
+struct At<'a> {
+    paths: &'a [Option<Vec<String>>],
     active: Vec<usize>,
     depth: usize,
     found: &'a mut [Option<Found>],
 }
 
-impl<'p> At<'_, 'p> {
-    fn path(&self, i: usize) -> &[Cow<'p, str>] {
+impl At<'_> {
+    fn path(&self, i: usize) -> &[String] {
         self.paths[i].as_deref().unwrap_or_default()
     }
 
@@ -154,7 +182,7 @@ impl<'p> At<'_, 'p> {
         next
     }
 
-    fn child(&mut self, active: Vec<usize>) -> At<'_, 'p> {
+    fn child(&mut self, active: Vec<usize>) -> At<'_> {
         At {
             paths: self.paths,
             active,
@@ -164,7 +192,7 @@ impl<'p> At<'_, 'p> {
     }
 }
 
-impl<'de> DeserializeSeed<'de> for At<'_, '_> {
+impl<'de> DeserializeSeed<'de> for At<'_> {
     type Value = ();
 
     /// Every value is read as `Value` reads it, also where no pointer goes: serde_json's way of
@@ -174,7 +202,7 @@ impl<'de> DeserializeSeed<'de> for At<'_, '_> {
     }
 }
 
-impl<'de> Visitor<'de> for At<'_, '_> {
+impl<'de> Visitor<'de> for At<'_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -95,6 +95,9 @@ pub struct CompiledRoute {
     pub allow: EventFilter,
     /// `events.versionPointer` and `supported`: events of other versions are dead-lettered.
     pub versions: Option<Versions>,
+    /// The pointers of `event_id`, `event_type` and `versions`, read from the body in one pass;
+    /// empty when none reads the body as JSON.
+    pub json: json_pointers::Pointers,
     pub max_body_bytes: usize,
     /// `limits.requestsPerSecond` and `burst`, for verified requests. The limiter itself lives in
     /// the receiver, so that it survives a rebuild of the route.

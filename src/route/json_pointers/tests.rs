@@ -1,4 +1,4 @@
-use super::{Fields, Found, find};
+use super::{Found, Pointers, find};
 use serde_json::Value;
 
 /// What the receiver found before: the whole body parsed, then `Value::pointer`.
@@ -186,12 +186,14 @@ fn text_is_strings_as_they_are_and_numbers_in_their_json_form() {
 
 #[test]
 fn fields_are_looked_up_by_pointer() {
-    let fields = Fields::read(STRIPE.as_bytes(), vec!["/id", "/data/object/id"]).unwrap();
+    let pointers = Pointers::new(["/id", "/data/object/id"]);
+    let fields = pointers.read(STRIPE.as_bytes()).unwrap();
     assert_eq!(
         fields.at("/data/object/id"),
         Some(&Found::String("in_1".into()))
     );
     assert_eq!(fields.at("/id"), Some(&Found::String("evt_1Q2w3E".into())));
     assert_eq!(fields.at("/type"), None, "not one of those read");
-    assert!(Fields::read(b"not json", vec!["/id"]).is_none());
+    assert!(pointers.read(b"not json").is_none());
+    assert!(Pointers::default().is_empty() && !pointers.is_empty());
 }
