@@ -9,7 +9,9 @@
 //! The same bodies count as JSON and the same values are found as with
 //! `serde_json::from_slice::<Value>` and [`Value::pointer`](serde_json::Value::pointer): the last
 //! of duplicate keys wins, array indexes are read as serde_json reads them, numbers keep their
-//! JSON form. The tests compare the two on every document and pointer they use.
+//! JSON form. The tests compare the two on every document and pointer they use. One difference
+//! is deliberate: an object key that is serde_json's private raw-value marker makes `Value` (with
+//! the `raw_value` feature) refuse the document; here it is an ordinary key.
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Number;

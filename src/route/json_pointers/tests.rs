@@ -197,3 +197,22 @@ fn fields_are_looked_up_by_pointer() {
     assert!(pointers.read(b"not json").is_none());
     assert!(Pointers::default().is_empty() && !pointers.is_empty());
 }
+
+#[test]
+fn serde_json_s_private_raw_value_key_is_an_ordinary_key_here() {
+    // With serde_json's `raw_value` feature (on in this build), `Value` treats an object whose
+    // key is this private marker as an embedded raw value and refuses the document; it is plain
+    // JSON, and the one pass reads it as written. The only difference from `Value`.
+    let doc = br#"{"$serde_json::private::RawValue": "{\"id\": \"inner\"}", "id": "outer"}"#;
+    assert_eq!(through_value(doc, "/id"), None, "refused by Value");
+    let renamed = String::from_utf8_lossy(doc).replace("$serde_json::private::RawValue", "raw");
+    assert_eq!(
+        through_value(renamed.as_bytes(), "/id"),
+        Some(Some(Found::String("outer".into()))),
+        "the same document under another key is JSON to Value too"
+    );
+    assert_eq!(
+        find(doc, &["/id"]),
+        Some(vec![Some(Found::String("outer".into()))])
+    );
+}
