@@ -157,16 +157,22 @@ impl At<'_> {
         self.paths[i].as_deref().unwrap_or_default()
     }
 
-    /// The pointers that end at this value get `found`.
-    fn ends_here(&mut self, found: Found) {
-        for &i in &self.active {
-            if self.paths[i]
+    /// The pointers that end at this value get what `found` makes; it is made only for them, so
+    /// that a string no pointer names (most of a body) is never copied.
+    fn ends_here(&mut self, found: impl FnOnce() -> Found) {
+        let mut ending = self.active.iter().copied().filter(|&i| {
+            self.paths[i]
                 .as_ref()
                 .is_some_and(|p| p.len() == self.depth)
-            {
-                self.found[i] = Some(found.clone());
-            }
+        });
+        let Some(first) = ending.next() else {
+            return;
+        };
+        let found = found();
+        for i in ending {
+            self.found[i] = Some(found.clone());
         }
+        self.found[first] = Some(found);
     }
 
     /// The pointers that go on into the member or element named `name`. They start over there:
@@ -212,38 +218,38 @@ impl<'de> Visitor<'de> for At<'_> {
     }
 
     fn visit_str<E: de::Error>(mut self, v: &str) -> Result<(), E> {
-        self.ends_here(Found::String(v.to_owned()));
+        self.ends_here(|| Found::String(v.to_owned()));
         Ok(())
     }
 
     fn visit_u64<E: de::Error>(mut self, v: u64) -> Result<(), E> {
-        self.ends_here(Found::Number(v.into()));
+        self.ends_here(|| Found::Number(v.into()));
         Ok(())
     }
 
     fn visit_i64<E: de::Error>(mut self, v: i64) -> Result<(), E> {
-        self.ends_here(Found::Number(v.into()));
+        self.ends_here(|| Found::Number(v.into()));
         Ok(())
     }
 
     fn visit_f64<E: de::Error>(mut self, v: f64) -> Result<(), E> {
         // As serde_json's Value: a float it cannot hold is null.
-        self.ends_here(Number::from_f64(v).map_or(Found::Other, Found::Number));
+        self.ends_here(|| Number::from_f64(v).map_or(Found::Other, Found::Number));
         Ok(())
     }
 
     fn visit_bool<E: de::Error>(mut self, _: bool) -> Result<(), E> {
-        self.ends_here(Found::Other);
+        self.ends_here(|| Found::Other);
         Ok(())
     }
 
     fn visit_unit<E: de::Error>(mut self) -> Result<(), E> {
-        self.ends_here(Found::Other);
+        self.ends_here(|| Found::Other);
         Ok(())
     }
 
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
-        self.ends_here(Found::Other);
+        self.ends_here(|| Found::Other);
         while let Some(key) = map.next_key_seed(Key)? {
             let next = self.going_into(|t| t == key);
             map.next_value_seed(self.child(next))?;
@@ -252,7 +258,7 @@ impl<'de> Visitor<'de> for At<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
-        self.ends_here(Found::Other);
+        self.ends_here(|| Found::Other);
         for n in 0usize.. {
             let next = self.going_into(|t| index(t) == Some(n));
             if seq.next_element_seed(self.child(next))?.is_none() {

@@ -58,15 +58,6 @@ impl Source {
             Source::Headers(_) | Source::Form(_) | Source::SignatureDigest => {}
         }
     }
-
-    /// Whether reading it needs the body parsed as JSON.
-    pub fn reads_json(&self) -> bool {
-        match self {
-            Source::Pointer(_) => true,
-            Source::FirstOf(all) => all.iter().any(Source::reads_json),
-            _ => false,
-        }
-    }
 }
 
 /// Meta's verify token: a secret, so never printed.
