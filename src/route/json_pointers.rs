@@ -4,8 +4,8 @@
 //! Parsing an event into a `serde_json::Value` allocates every key and string of it and then
 //! frees them, to read two or three fields. Here the parser walks the document once, keeps only
 //! the values a pointer names and reads the rest without keeping it (object keys borrowed from the
-//! body): half the time of a `Value` on a Stripe event of the usual shape, and on the bench's 1 KiB
-//! body 8.6k instructions per request instead of 10.8-12.9k (docs/performance.md, round 11).
+//! body): under half the time of a `Value` on a Stripe event of the usual shape
+//! (docs/performance.md, round 11).
 //! The same bodies count as JSON and the same values are found as with
 //! `serde_json::from_slice::<Value>` and [`Value::pointer`](serde_json::Value::pointer): the last
 //! of duplicate keys wins, array indexes are read as serde_json reads them, numbers keep their
