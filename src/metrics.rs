@@ -176,7 +176,7 @@ impl Metrics {
         );
         r.register(
             "inbox_events",
-            "Events in the inbox by integration and status",
+            "Events waiting for delivery (pending, retry, processing) or dead-lettered, by integration and status",
             m.inbox_events.clone(),
         );
         r.register(
@@ -404,7 +404,7 @@ impl Metrics {
     }
 
     /// Replaces the inbox gauges with a fresh reading, so integrations that emptied drop to zero.
-    pub fn set_inbox(&self, stats: &[crate::inbox::InboxStat]) {
+    pub fn set_inbox(&self, stats: &[crate::inbox::BacklogCount]) {
         self.inbox_events.clear();
         self.oldest_pending.clear();
         for s in stats {

@@ -57,17 +57,19 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Error> 
     let namespace = wi.namespace().unwrap_or_else(|| "default".into());
     let integration = format!("{namespace}/{}", wi.name_any());
     let (mut secrets, missing) = read_secrets(wi, &ctx.client, &namespace).await?;
-    let last_used = match &ctx.inbox {
-        Some(inbox) => inbox
-            .keys_last_used(&integration)
-            .await
-            .unwrap_or_else(|e| {
-                tracing::warn!(error = %e, "could not read key usage from the inbox");
-                HashMap::new()
-            }),
-        None => HashMap::new(),
-    };
     let now = (ctx.clock)();
+    let traffic = match &ctx.inbox {
+        Some(inbox) => match inbox.traffic(&integration, now).await {
+            Ok(traffic) => Some(traffic),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read key usage and inbox figures");
+                None
+            }
+        },
+        None => None,
+    };
+    let no_use = HashMap::new();
+    let last_used = traffic.as_ref().map_or(&no_use, |t| &t.keys_last_used);
     let generated = match wi.spec.rotation.as_ref().is_some_and(|r| r.generate) {
         true => Some(generated_keys(wi, &ctx.client, &namespace, now).await?),
         false => None,
@@ -82,7 +84,7 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Error> 
         wi: &effective,
         secrets: &secrets,
         missing: &missing,
-        last_used: &last_used,
+        last_used,
         claims: &claims,
         retired: &retired,
         foreign_secret: generated.as_ref().and_then(|k| k.foreign.as_deref()),
@@ -93,11 +95,8 @@ async fn apply(wi: &WebhookIntegration, ctx: &Context) -> Result<Action, Error> 
     {
         write_keys(&ctx.client, &namespace, &pruned).await?;
     }
-    if let Some(inbox) = &ctx.inbox {
-        match inbox.stats_of(Some(&integration), now).await {
-            Ok(stats) => plan::traffic::refresh(&mut plan, &stats),
-            Err(e) => tracing::warn!(error = %e, "could not read inbox figures for status"),
-        }
+    if let Some(traffic) = &traffic {
+        plan::traffic::refresh(&mut plan, traffic);
     }
     if let (Some(inbox), Some(_)) = (&ctx.inbox, &wi.spec.catch_up) {
         match inbox.catch_up_run(&integration).await {

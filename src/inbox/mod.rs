@@ -43,7 +43,7 @@ pub use event::{Arrival, EventSummary, InsertOutcome, ListFilter, NewEvent, Stat
 pub use group::{GroupCommit, GroupCommitConfig, MAX_BATCH};
 pub use handoff::{Handed, Handoff, Reservation, handoff};
 pub use notify::{CHANNEL as NOTIFY_CHANNEL, Notifier, listen};
-pub use stats::InboxStat;
+pub use stats::{BACKLOG, BacklogCount, Traffic};
 
 use crate::redact::redact_url;
 mod error;

@@ -1,73 +1,107 @@
-//! Traffic figures by integration: counts by status for the metrics gauges and the controller's
-//! status, and when each key last verified an event.
+//! Traffic figures by integration: the backlog (events still to deliver, and dead letters) for the
+//! workers' gauges and the controller's status, and what the controller reads of one integration's
+//! arrivals (when each key last verified an event, the dedupe conflicts).
+//!
+//! Both run on a timer for as long as hookgate runs (the gauges every 15 s in every worker process,
+//! the status every 30 s per integration), so the backlog may not cost more as the inbox's
+//! retained history grows: the backlog is read through the partial indexes of its statuses. What the
+//! controller reads of one integration's arrivals is still one pass over that integration's rows
+//! (docs/performance.md, round 12, says what a cheaper reading would cost).
 
 use super::Inbox;
 use super::Result;
 use chrono::{DateTime, Utc};
 use sqlx::Row;
+use std::collections::HashMap;
 
-const KEYS_LAST_USED: &str =
-    "SELECT key_id, MAX(received_at) FROM inbox_events WHERE integration = $1 GROUP BY key_id";
-
-impl Inbox {
-    /// When each key last verified an event of `integration` (for the controller's `lastUsedAt`).
-    pub async fn keys_last_used(
-        &self,
-        integration: &str,
-    ) -> Result<std::collections::HashMap<String, DateTime<Utc>>> {
-        backend!(self, pool => {
-            let rows = sqlx::query(KEYS_LAST_USED).bind(integration).fetch_all(pool).await?;
-            rows.iter().map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).collect()
-        })
-    }
-}
-
-/// One (integration, status) count of the inbox, for the metrics gauges and the controller status.
+/// Events of one integration in one status that still wait for delivery (`pending`, `retry`,
+/// `processing`) or were dead-lettered.
 #[derive(Debug, Clone, PartialEq)]
-pub struct InboxStat {
+pub struct BacklogCount {
     pub integration: String,
     pub status: String,
     pub count: i64,
     /// For pending, retry and processing: seconds since the oldest of them was received.
     pub oldest_age_seconds: Option<i64>,
-    pub last_received_at: Option<DateTime<Utc>>,
+}
+
+/// What the controller puts in one integration's status.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Traffic {
+    pub backlog: Vec<BacklogCount>,
+    /// When each key id last verified a stored event (caught-up events, verified by no key, under
+    /// the empty id, which no key can have).
+    pub keys_last_used: HashMap<String, DateTime<Utc>>,
+    /// Sum over the integration's events of the times a different body came with their id.
     pub dedupe_conflicts: i64,
 }
 
-const STATS: &str = "SELECT integration, status, COUNT(*), MIN(received_at), MAX(received_at), \
-     CAST(SUM(dedupe_conflicts) AS BIGINT) FROM inbox_events \
-     WHERE CAST($1 AS TEXT) IS NULL OR integration = $1 \
+impl Traffic {
+    /// When the integration last stored an event: the latest of its keys' last use.
+    pub fn last_received_at(&self) -> Option<DateTime<Utc>> {
+        self.keys_last_used.values().max().copied()
+    }
+}
+
+/// The backlog by integration and status. The status test is three ORed terms, one per partial
+/// index's predicate (`inbox_events_due`, `_leases`, `_dead`), so that PostgreSQL reads those
+/// indexes (a BitmapOr) instead of the table: the cost follows the backlog and the dead letters,
+/// not the processed events kept for retention. `status IN (...)` with all four would be one
+/// array test that no partial index matches, i.e. a scan of the whole inbox. Public so a test can
+/// check its plan.
+pub const BACKLOG: &str = "SELECT integration, status, COUNT(*), MIN(received_at) FROM inbox_events \
+     WHERE (status IN ('pending', 'retry') OR status = 'processing' OR status = 'dead_letter') \
+     AND (CAST($1 AS TEXT) IS NULL OR integration = $1) \
      GROUP BY integration, status ORDER BY integration, status";
 
+/// One integration's rows by key: one pass over that integration's entries of the
+/// `(integration, status)` index and their rows, not over the inbox.
+const ARRIVALS: &str = "SELECT key_id, MAX(received_at), CAST(SUM(dedupe_conflicts) AS BIGINT) \
+     FROM inbox_events WHERE integration = $1 GROUP BY key_id";
+
 impl Inbox {
-    /// Counts by integration and status (one pass over the table's index).
-    pub async fn stats(&self, now: DateTime<Utc>) -> Result<Vec<InboxStat>> {
-        self.stats_of(None, now).await
+    /// The backlog of every integration, for the workers' gauges.
+    pub async fn backlog(&self, now: DateTime<Utc>) -> Result<Vec<BacklogCount>> {
+        self.backlog_of(None, now).await
     }
 
-    /// The same for one integration (`namespace/name`), or all when `None`.
-    pub async fn stats_of(
+    /// The backlog of one integration (`namespace/name`), or of all when `None`.
+    async fn backlog_of(
         &self,
         integration: Option<&str>,
         now: DateTime<Utc>,
-    ) -> Result<Vec<InboxStat>> {
+    ) -> Result<Vec<BacklogCount>> {
         backend!(self, pool => {
-            let rows = sqlx::query(STATS).bind(integration).fetch_all(pool).await?;
+            let rows = sqlx::query(BACKLOG).bind(integration).fetch_all(pool).await?;
             rows.iter()
                 .map(|r| {
                     let status: String = r.try_get(1)?;
                     let oldest: Option<DateTime<Utc>> = r.try_get(3)?;
-                    let waiting = matches!(status.as_str(), "pending" | "retry" | "processing");
-                    Ok(InboxStat {
+                    let waiting = status != "dead_letter";
+                    Ok(BacklogCount {
                         integration: r.try_get(0)?,
                         count: r.try_get(2)?,
                         oldest_age_seconds: oldest.filter(|_| waiting).map(|t| (now - t).num_seconds().max(0)),
-                        last_received_at: r.try_get(4)?,
-                        dedupe_conflicts: r.try_get::<Option<i64>, _>(5)?.unwrap_or(0),
                         status,
                     })
                 })
                 .collect()
         })
+    }
+
+    /// Everything the controller's status and key phases read of one integration's inbox rows.
+    pub async fn traffic(&self, integration: &str, now: DateTime<Utc>) -> Result<Traffic> {
+        let backlog = self.backlog_of(Some(integration), now).await?;
+        let mut traffic = Traffic {
+            backlog,
+            ..Traffic::default()
+        };
+        backend!(self, pool => {
+            for r in sqlx::query(ARRIVALS).bind(integration).fetch_all(pool).await? {
+                traffic.keys_last_used.insert(r.try_get(0)?, r.try_get(1)?);
+                traffic.dedupe_conflicts += r.try_get::<Option<i64>, _>(2)?.unwrap_or(0);
+            }
+        });
+        Ok(traffic)
     }
 }

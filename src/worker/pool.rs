@@ -239,12 +239,12 @@ fn held_limit(concurrency: usize) -> usize {
     concurrency.saturating_mul(super::defaults::HELD_PER_SLOT)
 }
 
-/// Keeps the inbox gauges (events by status, oldest pending age) current for `/metrics`.
+/// Keeps the inbox gauges (the backlog by status, oldest pending age) current for `/metrics`.
 async fn refresh_inbox_gauges(inbox: Inbox, metrics: Arc<Metrics>) {
     let mut tick = tokio::time::interval(Duration::from_secs(15));
     loop {
         tick.tick().await;
-        match inbox.stats(Utc::now()).await {
+        match inbox.backlog(Utc::now()).await {
             Ok(stats) => metrics.set_inbox(&stats),
             Err(e) => tracing::debug!(error = %e, "could not read inbox figures for metrics"),
         }

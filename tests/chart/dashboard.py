@@ -134,9 +134,9 @@ def build():
     ])
     d.row("Inbox and latency")
     d.series([
-        ("Inbox events by status",
-         "hookgate_inbox_events: events in the inbox by status (pending, processing, retry, processed, "
-         "dead_letter, ignored), refreshed every 15 s by the workers.",
+        ("Backlog by status",
+         "hookgate_inbox_events: events waiting for delivery (pending, retry, processing) and dead "
+         "letters, refreshed every 15 s by the workers. Processed events: the 'Delivery attempts by result' panel.",
          [(f"sum by (status) (hookgate_inbox_events{{{F}}})", "{{status}}")], "short"),
         ("Oldest pending event", "hookgate_inbox_oldest_pending_seconds by integration.",
          [(f"max by (integration) (hookgate_inbox_oldest_pending_seconds{{{F}}})", "{{integration}}")], "s"),

@@ -63,11 +63,11 @@ async fn deliver_all(h: &Harness) {
         let waiting = h
             .receiver
             .inbox()
-            .stats(chrono::Utc::now())
+            .backlog(chrono::Utc::now())
             .await
             .unwrap()
             .iter()
-            .filter(|s| matches!(s.status.as_str(), "pending" | "retry" | "processing"))
+            .filter(|s| s.status != "dead_letter")
             .map(|s| s.count)
             .sum::<i64>();
         if waiting == 0 {

@@ -7,6 +7,7 @@
 mod common;
 
 mod architecture;
+
 mod bench;
 mod catch_up;
 mod catch_up_provider;
@@ -30,6 +31,7 @@ mod group_commit;
 mod handoff;
 mod hostile_http;
 mod hostile_inputs;
+mod inbox_figures_plans;
 mod listener_limits;
 mod manifests;
 mod notify;

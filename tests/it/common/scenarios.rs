@@ -215,8 +215,8 @@ pub async fn expired_unpruned_nonce_is_renewed(inbox: Inbox) {
     assert_eq!(h.receiver.inbox().counts().await.unwrap(), (2, 1));
 }
 
-/// Inbox figures for metrics and status: counts by status, age of the oldest waiting event,
-/// conflicts; the gauges drop integrations that emptied.
+/// Inbox figures for metrics and status: the backlog by status, age of the oldest waiting event,
+/// conflicts and keys' last use; the gauges drop integrations that emptied.
 pub async fn inbox_stats_count_by_status(inbox: Inbox) {
     let h = harness(inbox);
     assert_eq!(
@@ -246,13 +246,9 @@ pub async fn inbox_stats_count_by_status(inbox: Inbox) {
             .json,
         serde_json::json!({"received": true, "ignored": "event_type"})
     );
-    let stats = h
-        .receiver
-        .inbox()
-        .stats(t0() + chrono::Duration::seconds(90))
-        .await
-        .unwrap();
-    let pending = stats.iter().find(|s| s.status == "pending").unwrap();
+    let at = t0() + chrono::Duration::seconds(90);
+    let backlog = h.receiver.inbox().backlog(at).await.unwrap();
+    let pending = backlog.iter().find(|s| s.status == "pending").unwrap();
     assert_eq!(
         (pending.integration.as_str(), pending.count),
         ("t/stripe", 2)
@@ -262,20 +258,29 @@ pub async fn inbox_stats_count_by_status(inbox: Inbox) {
         Some(90),
         "the oldest waiting event is s1"
     );
-    assert_eq!(pending.dedupe_conflicts, 1);
     assert_eq!(
-        pending.last_received_at,
-        Some(t0() + chrono::Duration::seconds(30))
-    );
-    let ignored = stats.iter().find(|s| s.status == "ignored").unwrap();
-    assert_eq!(
-        (ignored.count, ignored.oldest_age_seconds),
-        (1, None),
-        "ignored events are not waiting"
+        backlog.len(),
+        1,
+        "the ignored event is not in the backlog: {backlog:?}"
     );
 
+    let traffic = h.receiver.inbox().traffic("t/stripe", at).await.unwrap();
+    assert_eq!(traffic.backlog, backlog);
+    assert_eq!(traffic.dedupe_conflicts, 1);
+    assert_eq!(
+        traffic.last_received_at(),
+        Some(t0() + chrono::Duration::seconds(30))
+    );
+    assert_eq!(
+        traffic.keys_last_used.keys().collect::<Vec<_>>(),
+        ["v1"],
+        "one key verified all three"
+    );
+    let other = h.receiver.inbox().traffic("t/other", at).await.unwrap();
+    assert_eq!(other, hookgate::inbox::Traffic::default());
+
     let metrics = hookgate::metrics::Metrics::new();
-    metrics.set_inbox(&stats);
+    metrics.set_inbox(&backlog);
     let text = metrics.encode();
     assert!(
         text.contains(r#"hookgate_inbox_events{integration="t/stripe",status="pending"} 2"#),

@@ -1,0 +1,163 @@
+//! The inbox figures that run on a timer for as long as hookgate runs: the workers' gauges (every
+//! 15 s in every worker process) and the controller's status (every 30 s per integration). The
+//! backlog's cost must follow the events still to deliver and the dead letters, not the processed
+//! events kept for retention: until round 12 (docs/performance.md) the gauges and the status each
+//! read every row of the inbox.
+
+use chrono::{DateTime, Utc};
+use hookgate::inbox::{BACKLOG, Inbox};
+use sqlx::PgPool;
+
+/// 20,000 processed events of 1 KiB over 20 integrations (~3,000 pages), one a second from
+/// [`start`], under keys `v1` and `v2`; then the backlog, per integration `t/0`..`t/9`: two
+/// pending, one retry, one processing and one dead letter, under key `v3`. Three events had dedupe
+/// conflicts: two of `t/3` (twice each) and one of `t/4`.
+async fn inbox_with_history(pool: &PgPool) {
+    sqlx::raw_sql(
+        "INSERT INTO inbox_events (integration, event_id, scheme, key_id, headers, body, \
+         body_sha256, status, received_at, processed_at) \
+         SELECT 't/' || (g % 20), 'done_' || g, 'stripe', \
+         CASE WHEN g % 40 < 20 THEN 'v1' ELSE 'v2' END, '[]', \
+         convert_to(repeat('x', 1000), 'UTF8'), '\\x00', 'processed', \
+         timestamptz '2026-11-01 00:00:00Z' + g * interval '1 second', now() \
+         FROM generate_series(1, 20000) g; \
+         INSERT INTO inbox_events (integration, event_id, scheme, key_id, headers, body, \
+         body_sha256, status, received_at, next_attempt_at, locked_until, dead_lettered_at) \
+         SELECT 't/' || (g % 10), 'open_' || g, 'stripe', 'v3', '[]', \
+         convert_to(repeat('x', 1000), 'UTF8'), '\\x00', \
+         (ARRAY['pending', 'pending', 'retry', 'processing', 'dead_letter'])[1 + g / 10], \
+         now() - interval '1 minute', now(), now() + interval '1 minute', now() \
+         FROM generate_series(0, 49) g; \
+         UPDATE inbox_events SET dedupe_conflicts = 2 WHERE event_id IN ('done_3', 'done_43'); \
+         UPDATE inbox_events SET dedupe_conflicts = 1 WHERE event_id = 'done_4'; \
+         ANALYZE inbox_events;",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+fn start() -> DateTime<Utc> {
+    "2026-11-01T00:00:00Z".parse().unwrap()
+}
+
+/// Prepares `sql` on `conn`, then for the plan made for these arguments and for the generic one a
+/// pooled connection caches: the plan, and the buffers it read.
+async fn plans(conn: &mut sqlx::PgConnection, sql: &str, args: &str) -> Vec<(i64, String)> {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let name = format!(
+        "s{}",
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let prepare = format!("PREPARE {name} AS {sql}");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(prepare))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for mode in ["force_custom_plan", "force_generic_plan"] {
+        let set = format!("SET plan_cache_mode = {mode}");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(set))
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let explain = format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE {name}({args})");
+        let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain))
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        let blocks = |k: &str| plan[0]["Plan"][k].as_i64().unwrap_or(0);
+        let read = blocks("Shared Hit Blocks") + blocks("Shared Read Blocks");
+        out.push((read, format!("{mode}: {plan}")));
+    }
+    out
+}
+
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn the_backlog_is_read_through_its_partial_indexes_not_the_inbox(pool: PgPool) {
+    inbox_with_history(&pool).await;
+    let mut conn = pool.acquire().await.unwrap();
+    for integration in ["NULL", "'t/3'"] {
+        for (read, plan) in plans(&mut conn, BACKLOG, integration).await {
+            assert!(!plan.contains("Seq Scan"), "scans the inbox: {plan}");
+            // All integrations: the three partial indexes. One: those, or the `(integration,
+            // status)` index with both columns as its conditions; either reads open events only.
+            if integration == "NULL" {
+                for index in [
+                    "inbox_events_due",
+                    "inbox_events_leases",
+                    "inbox_events_dead",
+                ] {
+                    assert!(plan.contains(index), "{index} not read: {plan}");
+                }
+            }
+            // The inbox is ~3,000 pages; the 50 open events are on a few of them.
+            assert!(read < 60, "read {read} buffers: {plan}");
+        }
+    }
+
+    let backlog = Inbox::Postgres(pool.clone())
+        .backlog(Utc::now())
+        .await
+        .unwrap();
+    let count = |status: &str| -> i64 {
+        backlog
+            .iter()
+            .filter(|b| b.status == status)
+            .map(|b| b.count)
+            .sum()
+    };
+    assert_eq!(
+        ["pending", "retry", "processing", "dead_letter", "processed"].map(count),
+        [20, 10, 10, 10, 0]
+    );
+    assert_eq!(backlog.len(), 40, "ten integrations, four statuses each");
+    assert!(backlog.iter().all(|b| match b.status.as_str() {
+        "dead_letter" => b.oldest_age_seconds.is_none(),
+        _ => b.oldest_age_seconds.is_some_and(|s| (59..120).contains(&s)),
+    }));
+}
+
+/// The controller's reading of one integration: its backlog, each key's last use (the backlog's
+/// key among them) and its conflicts, none of another integration's.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn the_controller_reads_one_integrations_keys_conflicts_and_backlog(pool: PgPool) {
+    inbox_with_history(&pool).await;
+    let traffic = Inbox::Postgres(pool.clone())
+        .traffic("t/3", Utc::now())
+        .await
+        .unwrap();
+    // t/3's events are g = 3, 23, 43, ...: g % 40 is 3 (v1) or 23 (v2); the last are 19963 and 19983.
+    let after = |s: i64| start() + chrono::Duration::seconds(s);
+    assert_eq!(traffic.keys_last_used.len(), 3, "{traffic:?}");
+    assert_eq!(traffic.keys_last_used["v1"], after(19963));
+    assert_eq!(traffic.keys_last_used["v2"], after(19983));
+    assert!(
+        traffic.keys_last_used["v3"] > after(19983),
+        "the backlog's key"
+    );
+    assert_eq!(
+        traffic.last_received_at(),
+        Some(traffic.keys_last_used["v3"])
+    );
+    assert_eq!(traffic.dedupe_conflicts, 4, "t/4's conflict is not t/3's");
+    assert_eq!(
+        traffic
+            .backlog
+            .iter()
+            .map(|b| (b.status.as_str(), b.count))
+            .collect::<Vec<_>>(),
+        [
+            ("dead_letter", 1),
+            ("pending", 2),
+            ("processing", 1),
+            ("retry", 1)
+        ]
+    );
+
+    let idle = Inbox::Postgres(pool.clone())
+        .traffic("t/none", Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(idle, hookgate::inbox::Traffic::default());
+}
