@@ -264,6 +264,15 @@ async fn store(
         return Ok(());
     }
     let outcomes = ctx.inbox.insert_many(&events).await?;
+    if outcomes
+        .iter()
+        .any(|o| matches!(o, InsertOutcome::Inserted { .. }))
+    {
+        // Caught-up events are verified by no key: their use is the empty key id's.
+        ctx.inbox
+            .record_key_use(&[(&t.integration, "", now)])
+            .await?;
+    }
     for (ev, outcome) in events.iter().zip(outcomes) {
         match outcome {
             InsertOutcome::Inserted { .. } => {

@@ -6,6 +6,7 @@
 //! tens of thousands. Durability is unchanged: every answer still follows a synchronous commit.
 
 use super::kept::Kept;
+use super::key_use::KeyUse;
 use super::{Error, Result};
 use super::{Inbox, InsertOutcome, NewEvent};
 use prometheus_client::metrics::histogram::Histogram;
@@ -116,6 +117,7 @@ impl<T: Send + 'static, R: Send + 'static> Batcher<T, R> {
 pub struct GroupCommit {
     batcher: Batcher<NewEvent, InsertOutcome>,
     deadline: Duration,
+    key_use: KeyUse,
 }
 
 impl GroupCommit {
@@ -126,19 +128,33 @@ impl GroupCommit {
             Inbox::Postgres(pool) => Some(Kept::new(pool.clone())),
             Inbox::Sqlite(_) => None,
         };
+        let key_use = KeyUse::start(inbox.clone());
+        let noted = key_use.clone();
         let commit: CommitFn<NewEvent, InsertOutcome> = Arc::new(move |events| {
-            let (inbox, kept) = (inbox.clone(), kept.clone());
+            let (inbox, kept, noted) = (inbox.clone(), kept.clone(), noted.clone());
             Box::pin(async move {
                 let n = events.len();
                 // A stuck batch would hold its transaction slot, and every later batch with it.
-                super::within_batch(deadline, n, commit_events(&inbox, kept.as_ref(), events)).await
+                let work = async {
+                    let outcomes = commit_events(&inbox, kept.as_ref(), &events).await;
+                    noted.committed(&events, &outcomes);
+                    outcomes
+                };
+                super::within_batch(deadline, n, work).await
             })
         });
         Self {
             batcher: Batcher::start(cfg.into(), sizes, commit),
             // A request may also wait out the window before its batch starts.
             deadline: cfg.window + deadline,
+            key_use,
         }
+    }
+
+    /// Writes the key use noted since the last write (`key_usage`); for the receiver to call once
+    /// it stopped taking requests, so that a clean stop loses none of it.
+    pub async fn flush_key_use(&self) {
+        self.key_use.flush().await;
     }
 
     /// Stores `event` in the next batch; resolves once that batch committed (or failed), or
@@ -217,14 +233,14 @@ fn keep_waited<T, R>(batch: &mut Vec<Job<T, R>>, job: Job<T, R>) {
 async fn commit_events(
     inbox: &Inbox,
     kept: Option<&Kept>,
-    events: Vec<NewEvent>,
+    events: &[NewEvent],
 ) -> Vec<Result<InsertOutcome>> {
     let stored = match kept {
         Some(kept) => {
-            kept.run(async |conn| super::batch::insert_many_on(conn, &events).await)
+            kept.run(async |conn| super::batch::insert_many_on(conn, events).await)
                 .await
         }
-        None => inbox.insert_many(&events).await,
+        None => inbox.insert_many(events).await,
     };
     match stored {
         Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
@@ -237,7 +253,8 @@ async fn commit_events(
             );
             let mut out = Vec::with_capacity(events.len());
             for event in events {
-                out.push(inbox.insert(event).await);
+                let one = inbox.insert_many(std::slice::from_ref(event)).await;
+                out.push(one.map(|mut v| v.remove(0)));
             }
             out
         }

@@ -25,6 +25,7 @@ mod event;
 mod group;
 mod handoff;
 mod kept;
+mod key_use;
 mod list;
 mod notify;
 mod retention;
@@ -42,8 +43,9 @@ pub use delivery::{Advance, Attempt, CLAIM_FROM_PG, CLAIM_PG, Claimed, Completio
 pub use event::{Arrival, EventSummary, InsertOutcome, ListFilter, NewEvent, Status};
 pub use group::{GroupCommit, GroupCommitConfig, MAX_BATCH};
 pub use handoff::{Handed, Handoff, Reservation, handoff};
+pub use key_use::FLUSH_EVERY as KEY_USE_FLUSH_EVERY;
 pub use notify::{CHANNEL as NOTIFY_CHANNEL, Notifier, listen};
-pub use stats::{BACKLOG, BacklogCount, Traffic};
+pub use stats::{BACKLOG, BacklogCount, CONFLICTS, Traffic};
 
 use crate::redact::redact_url;
 mod error;

@@ -3,10 +3,10 @@
 //! arrivals (when each key last verified an event, the dedupe conflicts).
 //!
 //! Both run on a timer for as long as hookgate runs (the gauges every 15 s in every worker process,
-//! the status every 30 s per integration), so the backlog may not cost more as the inbox's
-//! retained history grows: the backlog is read through the partial indexes of its statuses. What the
-//! controller reads of one integration's arrivals is still one pass over that integration's rows
-//! (docs/performance.md, round 12, says what a cheaper reading would cost).
+//! the status every 30 s per integration), so none may cost more as the inbox's
+//! retained history grows: the backlog is read through the partial indexes of its statuses, the
+//! keys' last use from `key_usage` (see `key_use`), and the conflicts through the partial index of
+//! the events that had one (docs/performance.md, round 12).
 
 use super::Inbox;
 use super::Result;
@@ -30,7 +30,7 @@ pub struct BacklogCount {
 pub struct Traffic {
     pub backlog: Vec<BacklogCount>,
     /// When each key id last verified a stored event (caught-up events, verified by no key, under
-    /// the empty id, which no key can have).
+    /// the empty id, which no key can have), from `key_usage`: up to `key_use::FLUSH_EVERY` behind.
     pub keys_last_used: HashMap<String, DateTime<Utc>>,
     /// Sum over the integration's events of the times a different body came with their id.
     pub dedupe_conflicts: i64,
@@ -54,10 +54,10 @@ pub const BACKLOG: &str = "SELECT integration, status, COUNT(*), MIN(received_at
      AND (CAST($1 AS TEXT) IS NULL OR integration = $1) \
      GROUP BY integration, status ORDER BY integration, status";
 
-/// One integration's rows by key: one pass over that integration's entries of the
-/// `(integration, status)` index and their rows, not over the inbox.
-const ARRIVALS: &str = "SELECT key_id, MAX(received_at), CAST(SUM(dedupe_conflicts) AS BIGINT) \
-     FROM inbox_events WHERE integration = $1 GROUP BY key_id";
+/// Through `inbox_events_conflicts`, which holds only the events that had a conflict. Public so a
+/// test can check its plan.
+pub const CONFLICTS: &str = "SELECT CAST(COALESCE(SUM(dedupe_conflicts), 0) AS BIGINT) \
+     FROM inbox_events WHERE integration = $1 AND dedupe_conflicts > 0";
 
 impl Inbox {
     /// The backlog of every integration, for the workers' gauges.
@@ -92,16 +92,14 @@ impl Inbox {
     /// Everything the controller's status and key phases read of one integration's inbox rows.
     pub async fn traffic(&self, integration: &str, now: DateTime<Utc>) -> Result<Traffic> {
         let backlog = self.backlog_of(Some(integration), now).await?;
-        let mut traffic = Traffic {
-            backlog,
-            ..Traffic::default()
-        };
-        backend!(self, pool => {
-            for r in sqlx::query(ARRIVALS).bind(integration).fetch_all(pool).await? {
-                traffic.keys_last_used.insert(r.try_get(0)?, r.try_get(1)?);
-                traffic.dedupe_conflicts += r.try_get::<Option<i64>, _>(2)?.unwrap_or(0);
-            }
+        let keys_last_used = self.keys_last_used(integration).await?;
+        let dedupe_conflicts = backend!(self, pool => {
+            sqlx::query_scalar(CONFLICTS).bind(integration).fetch_one(pool).await?
         });
-        Ok(traffic)
+        Ok(Traffic {
+            backlog,
+            keys_last_used,
+            dedupe_conflicts,
+        })
     }
 }

@@ -193,6 +193,12 @@ impl Receiver {
         &self.inbox
     }
 
+    /// Writes the key use noted since the last write (the controller's `lastUsedAt`): call it once
+    /// the receiver stopped taking requests, before the inbox closes.
+    pub async fn flush_key_use(&self) {
+        self.intake.flush_key_use().await;
+    }
+
     /// Ready once the routing table is loaded (in a cluster: the first complete list of
     /// compiled routes, which may be empty) and the inbox answers.
     pub fn ready_check(&self) -> crate::http::admin::ReadyCheck {

@@ -72,6 +72,7 @@ pub async fn run(
     .await;
     watch.abort();
     pruner.abort();
+    receiver.flush_key_use().await;
     receiver.inbox().close().await;
     served.map_err(super::Error::serve(cfg.listen))
 }

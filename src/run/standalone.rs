@@ -149,6 +149,7 @@ pub async fn run(
     if let Some(c) = catching_up {
         let _ = c.await;
     }
+    receiver.flush_key_use().await;
     receiver.inbox().close().await;
     served
 }

@@ -707,6 +707,12 @@ async fn status_carries_inbox_figures_refreshed_every_30s() {
         .await
         .unwrap();
     }
+    // What the receiver that stored them writes (`key_usage`): v1's latest use.
+    let last = "2026-11-30T23:59:59Z".parse().unwrap();
+    inbox
+        .record_key_use(&[("pay/stripe", "v1", last)])
+        .await
+        .unwrap();
     let (ctx, mut api) = context();
     let ctx = Arc::new(Context {
         inbox: Some(inbox),
@@ -745,6 +751,7 @@ async fn status_carries_inbox_figures_refreshed_every_30s() {
             "e1, received two minutes before now"
         );
         assert_eq!(s["lastReceivedAt"], "2026-11-30T23:59:59Z");
+        assert_eq!(s["keys"][0]["lastUsedAt"], "2026-11-30T23:59:59Z");
         assert_eq!(s["dedupeConflicts"], 0);
     });
     assert_eq!(

@@ -15,6 +15,8 @@ macro_rules! every_scenario {
             nonces_expire_after_retention_and_are_pruned,
             expired_unpruned_nonce_is_renewed,
             inbox_stats_count_by_status,
+            key_use_is_written_within_seconds_without_a_stop,
+            key_use_keeps_the_latest_instant,
         );
     };
 }
@@ -264,6 +266,8 @@ pub async fn inbox_stats_count_by_status(inbox: Inbox) {
         "the ignored event is not in the backlog: {backlog:?}"
     );
 
+    // Key use is written a few seconds after the commit, or when the receiver stops.
+    h.receiver.flush_key_use().await;
     let traffic = h.receiver.inbox().traffic("t/stripe", at).await.unwrap();
     assert_eq!(traffic.backlog, backlog);
     assert_eq!(traffic.dedupe_conflicts, 1);
@@ -294,5 +298,48 @@ pub async fn inbox_stats_count_by_status(inbox: Inbox) {
     assert!(
         !metrics.encode().contains(r#"status="pending""#),
         "an emptied inbox leaves no stale gauge"
+    );
+}
+
+/// The receiver writes the keys' use (`key_usage`) by itself within seconds of the commit, not
+/// only when it stops.
+pub async fn key_use_is_written_within_seconds_without_a_stop(inbox: Inbox) {
+    let h = harness(inbox);
+    assert_eq!(
+        h.send("t/stripe", &stripe_body("k1", "invoice.paid"), opts())
+            .await
+            .json,
+        accepted()
+    );
+    let deadline = std::time::Instant::now() + hookgate::inbox::KEY_USE_FLUSH_EVERY * 3;
+    loop {
+        let used = h.receiver.inbox().keys_last_used("t/stripe").await.unwrap();
+        if !used.is_empty() {
+            assert_eq!(used, [("v1".to_string(), t0())].into());
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "key use not written");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// Writes from several receivers, or a retry after a failed write, may arrive out of order: an
+/// earlier instant never replaces a later one.
+pub async fn key_use_keeps_the_latest_instant(inbox: Inbox) {
+    let at = |s: i64| t0() + chrono::Duration::seconds(s);
+    for uses in [
+        vec![("t/a", "v1", at(20)), ("t/a", "v2", at(5))],
+        vec![("t/a", "v1", at(10)), ("t/b", "v1", at(1))],
+        vec![("t/a", "v2", at(30))],
+    ] {
+        inbox.record_key_use(&uses).await.unwrap();
+    }
+    assert_eq!(
+        inbox.keys_last_used("t/a").await.unwrap(),
+        [("v1".to_string(), at(20)), ("v2".to_string(), at(30))].into()
+    );
+    assert_eq!(
+        inbox.keys_last_used("t/b").await.unwrap(),
+        [("v1".to_string(), at(1))].into()
     );
 }
