@@ -33,8 +33,8 @@ pub(crate) struct KeyUse {
 }
 
 impl KeyUse {
-    /// Starts the writing task on the current Tokio runtime; it writes what is left and ends once
-    /// the last handle is gone.
+    /// Starts the writing task on the current Tokio runtime; it ends once the last handle is gone
+    /// (what was noted after the last write is written only by [`KeyUse::flush`]).
     pub(crate) fn start(inbox: Inbox) -> Self {
         let seen: Arc<Seen> = Arc::default();
         tokio::spawn(write_every(inbox.clone(), Arc::downgrade(&seen)));
