@@ -72,8 +72,8 @@ impl Inbox {
     }
 
     /// One event; the same transaction shape as a batch of one.
-    pub async fn insert(&self, event: NewEvent) -> Result<InsertOutcome> {
-        let mut v = self.insert_many(std::slice::from_ref(&event)).await?;
+    pub async fn insert(&self, event: &NewEvent) -> Result<InsertOutcome> {
+        let mut v = self.insert_many(std::slice::from_ref(event)).await?;
         Ok(v.remove(0))
     }
 }

@@ -253,8 +253,7 @@ async fn commit_events(
             );
             let mut out = Vec::with_capacity(events.len());
             for event in events {
-                let one = inbox.insert_many(std::slice::from_ref(event)).await;
-                out.push(one.map(|mut v| v.remove(0)));
+                out.push(inbox.insert(event).await);
             }
             out
         }
