@@ -11,9 +11,9 @@ CREATE TABLE key_usage (
 INSERT INTO key_usage (integration, key_id, last_used_at)
     SELECT integration, key_id, MAX(received_at) FROM inbox_events GROUP BY integration, key_id;
 
--- The few events that had a dedupe conflict, for the status's dedupeConflicts. Inserts, claims and
--- completions add no entry to it (their dedupe_conflicts is 0, or unchanged). Building it holds
--- writes to the inbox until it is built; README ("Upgrading") shows how to build it beforehand
--- without that, which this migration then keeps.
+-- The few events that had a dedupe conflict, for the status's dedupeConflicts. Inserts, claims
+-- and completions add an entry only for such an event (a new event's dedupe_conflicts is 0).
+-- Building it holds writes to the inbox until it is built; README ("Upgrading") shows how to build
+-- it beforehand without that, which this migration then keeps.
 CREATE INDEX IF NOT EXISTS inbox_events_conflicts ON inbox_events (integration)
     WHERE dedupe_conflicts > 0;
