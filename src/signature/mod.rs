@@ -286,13 +286,20 @@ fn refuse_0x(s: &[u8]) -> Result<(), const_hex::FromHexError> {
     }
 }
 
-/// Parses a unix-seconds timestamp header value.
+/// Parses a unix-seconds timestamp header value: digits only (no sign, no spaces).
 pub fn parse_unix_seconds(s: &str) -> Result<i64, Rejection> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(Rejection::Malformed("bad_timestamp"));
+    let bad = Rejection::Malformed("bad_timestamp");
+    // Up to 18 digits cannot overflow an i64, so they are checked and read in one pass (a real
+    // timestamp has 10); longer values, with leading zeros perhaps, take the checked parse.
+    match s.len() {
+        0 => Err(bad),
+        1..=18 => s.bytes().try_fold(0i64, |n, b| {
+            let digit = b.wrapping_sub(b'0');
+            (digit < 10).then(|| n * 10 + i64::from(digit)).ok_or(bad)
+        }),
+        _ if s.bytes().all(|b| b.is_ascii_digit()) => s.parse::<i64>().map_err(|_| bad),
+        _ => Err(bad),
     }
-    s.parse::<i64>()
-        .map_err(|_| Rejection::Malformed("bad_timestamp"))
 }
 
 #[cfg(test)]
@@ -319,6 +326,39 @@ mod tests {
             decode_hex_to_slice(b"0aff", &mut [0; 3]).is_err(),
             "wrong length"
         );
+    }
+
+    #[test]
+    fn unix_seconds_are_digits_only_and_fit_an_i64() {
+        let ok = |s: &str, n: i64| assert_eq!(parse_unix_seconds(s), Ok(n), "{s:?}");
+        ok("0", 0);
+        ok("1700000000", 1_700_000_000);
+        ok("01700000000", 1_700_000_000);
+        ok(&"9".repeat(18), 999_999_999_999_999_999);
+        ok("9223372036854775807", i64::MAX);
+        ok(&format!("{}1700000000", "0".repeat(15)), 1_700_000_000);
+        for bad in [
+            "",
+            "+1",
+            "-1",
+            " 1",
+            "1 ",
+            "1.5",
+            "1e9",
+            "12x",
+            "/",
+            ":",
+            "١٢",
+            "9223372036854775808",
+            &"9".repeat(40),
+            &format!("{}x", "1".repeat(18)),
+        ] {
+            assert_eq!(
+                parse_unix_seconds(bad),
+                Err(Rejection::Malformed("bad_timestamp")),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -99,6 +99,7 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         "receiver + workers: delivered during it",
         "pipeline: highest sustainable rate",
         "verify HMAC-SHA256 (Stripe), 1 KiB",
+        "HMAC-SHA256 alone, keyed once, 1 KiB",
         "verify Ed25519, 1 KiB",
         "event id and type, intake body (1.0 KiB)",
         "serde_json Value + pointer, Stripe event",
@@ -181,6 +182,18 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         "{names:?}"
     );
     assert_eq!(checks.len(), 13 + 2 * usize::from(pgbench), "{names:?}");
+    // The primitive's own share of the HMAC target, beside it but not one of the targets.
+    let figures = report["figures"].as_array().unwrap();
+    for (kib, f) in [1, 16].iter().zip(figures) {
+        assert_eq!(
+            f["figure"],
+            format!("HMAC alone / raw SHA-256, {kib} KiB"),
+            "{f}"
+        );
+        assert!(f["value"].as_f64().unwrap() > 0.0, "{f}");
+    }
+    assert_eq!(figures.len(), 2, "{figures:?}");
+    assert!(stdout.contains("(no target)"), "{stdout}");
     let rss = checks
         .iter()
         .find(|c| c["check"] == "receiver peak RSS under load (MiB)")

@@ -132,6 +132,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             report.push(Row::per_op(&v.name, &v.hookgate));
             report.push(Row::per_op(&v.baseline_name, &v.baseline));
             report.ratio_max(&v.ratio_name, v.ratio(), v.target);
+            if let Some(floor) = &v.floor {
+                report.push(Row::per_op(&floor.name, &floor.run));
+                report.figure(&floor.ratio_name, floor.ratio(&v));
+            }
         }
     }
 

@@ -111,6 +111,8 @@ pub struct Report {
     setup: Value,
     rows: Vec<Row>,
     checks: Vec<Check>,
+    /// Ratios printed beside the checks, without a target of their own.
+    figures: Vec<(String, f64)>,
     sections: Vec<Section>,
     /// What was skipped and why (a missing tool, a ratio without its other side).
     notes: Vec<String>,
@@ -136,6 +138,7 @@ impl Report {
             }),
             rows: Vec::new(),
             checks: Vec::new(),
+            figures: Vec::new(),
             sections: Vec::new(),
             notes: Vec::new(),
         }
@@ -178,6 +181,12 @@ impl Report {
     /// A figure that must reach `target`.
     pub fn limit_min(&mut self, name: &str, value: f64, target: f64) {
         self.check(name, value, target, true);
+    }
+
+    /// A ratio that explains a check (how much of its target a primitive uses by itself); it
+    /// has no target and does not count among the targets held.
+    pub fn figure(&mut self, name: &str, value: f64) {
+        self.figures.push((name.into(), value));
     }
 
     fn check(&mut self, name: &str, value: f64, target: f64, at_least: bool) {
@@ -231,6 +240,9 @@ impl Report {
                 c.name, c.value, op, c.target
             );
         }
+        for (name, value) in &self.figures {
+            let _ = writeln!(out, "{name:<44} {value:>10.2} {:>10}  (no target)", "");
+        }
         let missed = self.checks.iter().filter(|c| !c.holds()).count();
         let _ = writeln!(
             out,
@@ -259,8 +271,13 @@ impl Report {
             .iter()
             .map(|c| json!({"check": c.name, "value": c.value, "target": c.target, "at_least": c.at_least, "holds": c.holds()}))
             .collect();
-        let mut report =
-            json!({"setup": self.setup, "phases": rows, "checks": checks, "notes": self.notes});
+        let figures: Vec<Value> = self
+            .figures
+            .iter()
+            .map(|(name, value)| json!({"figure": name, "value": value}))
+            .collect();
+        let mut report = json!({"setup": self.setup, "phases": rows, "checks": checks,
+            "figures": figures, "notes": self.notes});
         for s in &self.sections {
             report[&s.key] = s.json.clone();
         }
@@ -301,5 +318,34 @@ mod tests {
         assert!(!c(1.49, 1.5, true).holds());
         assert!(c(5.0, 5.0, false).holds());
         assert!(!c(5.01, 5.0, false).holds());
+    }
+
+    #[test]
+    fn figures_are_printed_beside_the_checks_but_are_not_targets() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            bench: BenchArgs,
+        }
+        let args = <Cli as clap::Parser>::parse_from(["bench"]).bench;
+        let mut report = Report::new(&args);
+        report.ratio_max("verify / raw", 1.5, 1.2);
+        report.figure("primitive / raw", 1.14);
+        let text = report.text();
+        assert!(text.contains("0 of 1 targets held"), "{text}");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("primitive / raw"))
+            .unwrap();
+        assert!(
+            line.contains("1.14") && line.ends_with("(no target)"),
+            "{line}"
+        );
+        let json: Value = serde_json::from_str(&report.json()).unwrap();
+        assert_eq!(
+            json["figures"],
+            json!([{"figure": "primitive / raw", "value": 1.14}])
+        );
+        assert_eq!(json["checks"].as_array().unwrap().len(), 1);
     }
 }
