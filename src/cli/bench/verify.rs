@@ -53,16 +53,13 @@ pub(super) fn alternate(
     mut a: impl FnMut() -> bool,
     mut b: impl FnMut() -> bool,
 ) -> (Run, Run) {
-    let mut runs = alternate_all(iters, &mut [&mut a, &mut b]).into_iter();
-    let (Some(ra), Some(rb)) = (runs.next(), runs.next()) else {
-        unreachable!("one run per function")
-    };
+    let [ra, rb] = alternate_all(iters, [&mut a, &mut b]);
     (ra, rb)
 }
 
 /// [`alternate`] for any number of functions: one run each, in order.
-fn alternate_all(iters: usize, fs: &mut [&mut dyn FnMut() -> bool]) -> Vec<Run> {
-    let mut runs: Vec<Run> = fs.iter().map(|_| Run::default()).collect();
+fn alternate_all<const N: usize>(iters: usize, mut fs: [&mut dyn FnMut() -> bool; N]) -> [Run; N] {
+    let mut runs: [Run; N] = std::array::from_fn(|_| Run::default());
     for _ in 0..ROUNDS {
         for (f, run) in fs.iter_mut().zip(&mut runs) {
             let t = Instant::now();
@@ -153,8 +150,7 @@ fn stripe(len: usize, iters: usize) -> anyhow::Result<Case> {
         black_box(sha2::Sha256::digest(black_box(&body[..])));
         true
     };
-    let mut runs = alternate_all(iters, &mut [&mut verify, &mut hmac_alone, &mut raw_sha]);
-    let (raw, floor, ours) = (runs.remove(2), runs.remove(1), runs.remove(0));
+    let [ours, floor, raw] = alternate_all(iters, [&mut verify, &mut hmac_alone, &mut raw_sha]);
     let kib = len / 1024;
     Ok(Case {
         name: format!("verify HMAC-SHA256 (Stripe), {kib} KiB"),
