@@ -7,6 +7,12 @@
 //! it last claimed, past those entries. Rows due before that point are only ever an insert that
 //! committed late, a released event or an expired lease: the next full claim, at most
 //! [`FULL_CLAIM_EVERY`] later, finds them.
+//!
+//! A full claim that finds nothing means nothing is due. Until events are stored for a claim
+//! (the signal of `inbox::Arrivals`) or a poll interval has passed (a retry coming due, a lease
+//! expiring), another claim would find nothing either: the pool waits instead. Without this
+//! rule a pool kept busy by handed-over events claimed each time one of them woke it, some
+//! thousand empty claims a second at 3,400 events/s (docs/performance.md, round 14).
 
 use crate::inbox::Claimed;
 use chrono::{DateTime, Utc};
@@ -28,6 +34,8 @@ pub enum Claim {
 pub struct Cursor {
     from: Option<DateTime<Utc>>,
     full_at: Option<Instant>,
+    /// When a full claim last found nothing, until events are stored for a claim.
+    drained_at: Option<Instant>,
 }
 
 impl Cursor {
@@ -46,7 +54,23 @@ impl Cursor {
         if claim == Claim::Full {
             self.full_at = Some(now);
         }
+        self.drained_at = (claim == Claim::Full && batch.is_empty()).then_some(now);
         self.from = batch.iter().filter_map(|c| c.due_at).min();
+    }
+
+    /// Events were stored for a claim: the next claim may find them.
+    pub fn events_stored(&mut self) {
+        self.drained_at = None;
+    }
+
+    /// How long to wait before a claim could find anything: zero unless the last full claim
+    /// found nothing and no event has been stored for a claim since, in which case the rest of
+    /// the `poll` interval that began with that claim.
+    pub fn wait_before_claim(&self, now: Instant, poll: Duration) -> Duration {
+        match self.drained_at {
+            Some(at) => poll.saturating_sub(now.saturating_duration_since(at)),
+            None => Duration::ZERO,
+        }
     }
 }
 
@@ -88,6 +112,42 @@ mod tests {
         assert_eq!(c.next(t0 + Duration::from_millis(999)), Claim::From(from));
         // A second after the last full claim, the next one is full again, whatever the cursor.
         assert_eq!(c.next(t0 + FULL_CLAIM_EVERY), Claim::Full);
+    }
+
+    #[test]
+    fn after_a_full_claim_found_nothing_the_next_waits_for_stored_events_or_the_poll() {
+        let t0 = Instant::now();
+        let poll = Duration::from_millis(250);
+        let mut c = Cursor::default();
+        assert_eq!(c.wait_before_claim(t0, poll), Duration::ZERO, "never claimed");
+        c.claimed(Claim::Full, &[], t0);
+        let at = |ms| t0 + Duration::from_millis(ms);
+        assert_eq!(c.wait_before_claim(at(0), poll), poll);
+        assert_eq!(c.wait_before_claim(at(100), poll), Duration::from_millis(150));
+        assert_eq!(c.wait_before_claim(at(250), poll), Duration::ZERO, "a poll later");
+        assert_eq!(c.wait_before_claim(at(900), poll), Duration::ZERO);
+        c.events_stored();
+        assert_eq!(c.wait_before_claim(at(1), poll), Duration::ZERO, "stored: claim");
+    }
+
+    #[test]
+    fn only_an_empty_full_claim_makes_the_pool_wait() {
+        let t0 = Instant::now();
+        let poll = Duration::from_millis(250);
+        let mut c = Cursor::default();
+        c.claimed(Claim::Full, &[event(5)], t0);
+        assert_eq!(c.wait_before_claim(t0, poll), Duration::ZERO, "found some");
+        let from = DateTime::from_timestamp(5, 0).unwrap();
+        c.claimed(Claim::From(from), &[], t0);
+        assert_eq!(
+            c.wait_before_claim(t0, poll),
+            Duration::ZERO,
+            "drained past the cursor only: look from the start first"
+        );
+        c.claimed(Claim::Full, &[], t0);
+        assert_eq!(c.wait_before_claim(t0, poll), poll);
+        c.claimed(Claim::Full, &[event(6)], t0);
+        assert_eq!(c.wait_before_claim(t0, poll), Duration::ZERO, "a later find");
     }
 
     #[test]

@@ -53,6 +53,7 @@ impl Worker {
             }
             if self.inner.arrivals.take() {
                 share.events_waiting();
+                cursor.events_stored();
             }
             // Handed-over events are leased already: they take free slots before any claim,
             // up to their share while claims find events waiting, and within the events held
@@ -102,6 +103,24 @@ impl Worker {
                 tokio::select! {
                     _ = &mut shutdown => break,
                     _ = tokio::time::sleep(cfg.poll) => continue,
+                }
+            }
+            // Nothing was due at the last full claim and nothing has been stored since: wait
+            // for a store, the poll, or a handed-over event, rather than claim nothing again.
+            let idle = cursor.wait_before_claim(Instant::now(), cfg.poll);
+            if !idle.is_zero() {
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    _ = tokio::time::sleep(idle) => continue,
+                    _ = self.inner.arrivals.wait() => continue,
+                    Some(done) = tasks.join_next() => {
+                        share.ended(done);
+                        continue;
+                    }
+                    Some(event) = next_handed(&mut handed), if waiting.is_none() => {
+                        waiting = Some(event);
+                        continue;
+                    }
                 }
             }
             let now = Utc::now();
