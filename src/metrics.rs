@@ -48,6 +48,12 @@ pub struct KeyPhaseLabels {
     pub phase: String,
 }
 
+/// Whether a worker's claim found events: `some` or `none`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FoundLabels {
+    pub found: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
     pub error: String,
@@ -85,6 +91,8 @@ pub struct Metrics {
     pub refusal_logs_dropped: Counter,
     /// Events stored leased to the workers of the receiver's process and handed over (standalone).
     pub handed_over: Family<IntegrationLabels, Counter>,
+    /// The workers' claims, by whether they found any event.
+    pub claims: Family<FoundLabels, Counter>,
     pub catch_up_missing: Family<IntegrationLabels, Counter>,
     pub catch_up_present: Family<IntegrationLabels, Counter>,
     pub catch_up_errors: Family<ReasonLabels, Counter>,
@@ -121,6 +129,7 @@ impl Metrics {
             key_phase: Family::default(),
             refusal_logs_dropped: Counter::default(),
             handed_over: Family::default(),
+            claims: Family::default(),
             catch_up_missing: Family::default(),
             catch_up_present: Family::default(),
             catch_up_errors: Family::default(),
@@ -215,6 +224,11 @@ impl Metrics {
             m.handed_over.clone(),
         );
         r.register(
+            "claims",
+            "Claims the workers made, by whether they found any due event (found=some) or none (found=none) (workers)",
+            m.claims.clone(),
+        );
+        r.register(
             "catch_up_missing",
             "Events catch-up found missing from the inbox: stored from the provider's API (Stripe, Paddle) or redelivered through it (GitHub) (workers)",
             m.catch_up_missing.clone(),
@@ -230,6 +244,16 @@ impl Metrics {
             m.catch_up_errors.clone(),
         );
         Metrics { registry, ..m }
+    }
+
+    /// One claim by a worker pool, which found `got` events.
+    pub fn claim(&self, got: usize) {
+        let found = if got == 0 { "none" } else { "some" };
+        self.claims
+            .get_or_create(&FoundLabels {
+                found: found.to_string(),
+            })
+            .inc();
     }
 
     /// One failed catch-up run of `integration`; `reason` is a fixed label.

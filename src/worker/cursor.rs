@@ -119,15 +119,30 @@ mod tests {
         let t0 = Instant::now();
         let poll = Duration::from_millis(250);
         let mut c = Cursor::default();
-        assert_eq!(c.wait_before_claim(t0, poll), Duration::ZERO, "never claimed");
+        assert_eq!(
+            c.wait_before_claim(t0, poll),
+            Duration::ZERO,
+            "never claimed"
+        );
         c.claimed(Claim::Full, &[], t0);
         let at = |ms| t0 + Duration::from_millis(ms);
         assert_eq!(c.wait_before_claim(at(0), poll), poll);
-        assert_eq!(c.wait_before_claim(at(100), poll), Duration::from_millis(150));
-        assert_eq!(c.wait_before_claim(at(250), poll), Duration::ZERO, "a poll later");
+        assert_eq!(
+            c.wait_before_claim(at(100), poll),
+            Duration::from_millis(150)
+        );
+        assert_eq!(
+            c.wait_before_claim(at(250), poll),
+            Duration::ZERO,
+            "a poll later"
+        );
         assert_eq!(c.wait_before_claim(at(900), poll), Duration::ZERO);
         c.events_stored();
-        assert_eq!(c.wait_before_claim(at(1), poll), Duration::ZERO, "stored: claim");
+        assert_eq!(
+            c.wait_before_claim(at(1), poll),
+            Duration::ZERO,
+            "stored: claim"
+        );
     }
 
     #[test]
@@ -147,7 +162,11 @@ mod tests {
         c.claimed(Claim::Full, &[], t0);
         assert_eq!(c.wait_before_claim(t0, poll), poll);
         c.claimed(Claim::Full, &[event(6)], t0);
-        assert_eq!(c.wait_before_claim(t0, poll), Duration::ZERO, "a later find");
+        assert_eq!(
+            c.wait_before_claim(t0, poll),
+            Duration::ZERO,
+            "a later find"
+        );
     }
 
     #[test]

@@ -133,6 +133,7 @@ impl Worker {
                     Vec::new()
                 }
             };
+            self.inner.metrics.claim(batch.len());
             cursor.claimed(claim, &batch, Instant::now());
             share.claimed(free, batch.len());
             if batch.is_empty() {

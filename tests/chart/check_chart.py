@@ -50,6 +50,7 @@ DASHBOARD_METRICS = {
     "hookgate_key_phase",
     "hookgate_refusal_logs_dropped_total",
     "hookgate_events_handed_over_total",
+    "hookgate_claims_total",
     "hookgate_catch_up_missing_total",
     "hookgate_catch_up_present_total",
     "hookgate_catch_up_errors_total",

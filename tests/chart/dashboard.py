@@ -151,6 +151,11 @@ def build():
          "claims.",
          [(f"sum(rate(hookgate_events_handed_over_total{{{F}}}{R})) / "
            f"sum(rate(hookgate_delivery_attempts_total{{{F}}}{R}))", "handed over")], "percentunit"),
+        ("Worker claims",
+         "hookgate_claims_total by whether the claim found due events (some) or none. Empty claims come at "
+         "most once per --poll per worker process while idle, plus one after each notice of events stored "
+         "for a claim; a high rate of 'some' with few events each means many events wait for claims.",
+         [(f"sum by (found) (rate(hookgate_claims_total{R}))", "{{found}}")], "ops"),
     ])
     d.row("Controller and keys")
     d.series([

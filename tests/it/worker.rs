@@ -96,7 +96,7 @@ pub(crate) struct Setup {
     pub(crate) h: Harness,
     pub(crate) dest: Destination,
     /// Shared by every worker of the test, so counters add up across them.
-    metrics: Arc<Metrics>,
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 impl Setup {
