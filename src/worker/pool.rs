@@ -137,19 +137,9 @@ impl Worker {
             cursor.claimed(claim, &batch, Instant::now());
             share.claimed(free, batch.len());
             if batch.is_empty() {
-                if claim != super::cursor::Claim::Full {
-                    // Drained past the cursor: look from the start before going idle.
-                    continue;
-                }
-                tokio::select! {
-                    _ = &mut shutdown => break,
-                    _ = tokio::time::sleep(cfg.poll) => continue,
-                    _ = self.inner.arrivals.wait() => continue,
-                    Some(event) = next_handed(&mut handed), if waiting.is_none() => {
-                        waiting = Some(event);
-                        continue;
-                    }
-                }
+                // Drained past the cursor: the next claim looks from the start. Drained from the
+                // start: the cursor holds the next claim back until the poll or a store.
+                continue;
             }
             for event in batch {
                 let permit = slot(&permits).await;
