@@ -1,8 +1,8 @@
 //! The receiver storing new events leased to the workers of its own process (standalone), on both
 //! backends: the row is what a claim would have left, the completion's fence matches it, a pool
 //! without room (or stopped) gets a plain pending row, an event that waited too long for a slot
-//! is claimed afresh, hand-overs cost no claims, a slow database holds hand-overs back as it holds claims (PostgreSQL only:
-//! it locks one table), and shutdown gives back what never started.
+//! is claimed afresh, hand-overs cost no claims, a slow database holds hand-overs back as it
+//! holds claims (PostgreSQL only: it locks one table), and shutdown gives back what never started.
 
 use crate::common::destination::Answer;
 use crate::common::*;
