@@ -145,6 +145,10 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         // Read from the child's counters: at this load its workers have room for most events.
         let handed = s["handed_pct"].as_f64().unwrap();
         assert!(handed > 0.0 && handed <= 100.0, "{s}");
+        // Claims come for events stored without a place, and empty ones at most once a poll or
+        // per store: fewer than the events accepted (one per hand-over before round 14).
+        let claims = s["claims_per_1k"].as_f64().unwrap();
+        assert!((0.0..1000.0).contains(&claims), "{s}");
     }
     // The reported rate is the highest step that held, or 0 when none did.
     let held = steps

@@ -162,14 +162,15 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
         },
     );
     let before = sink.count();
-    let handed_before = handed_over(&child).await;
+    let counted_before = counted(&child).await;
     let cpu_before = cpu::sample(child.pid());
     let out = open_loop::open_loop(child.addr, &signer, args.open_loop_connections, pace).await?;
     let cpu_after = cpu::sample(child.pid());
-    let handed = handed_over(&child)
+    // [handed over, claims] during the load.
+    let counted = counted(&child)
         .await
-        .zip(handed_before)
-        .map(|(after, before)| after - before);
+        .zip(counted_before)
+        .map(|(after, before)| [after[0] - before[0], after[1] - before[1]]);
     let elapsed = pace.start.elapsed().as_secs_f64();
     let delivered = (sink.count() - before) as f64 / elapsed;
     let pending = env.backlog().await?;
@@ -206,15 +207,19 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
             Duration::from_secs_f64(done.p99_ms() / 1e3),
         ),
         cpu,
-        handed_pct: handed
+        handed_pct: counted
             .filter(|_| out.fresh(200) > 0)
-            .map(|h| 100.0 * h / out.fresh(200) as f64),
+            .map(|[h, _]| 100.0 * h / out.fresh(200) as f64),
+        claims_per_1k: counted
+            .filter(|_| out.fresh(200) > 0)
+            .map(|[_, c]| 1000.0 * c / out.fresh(200) as f64),
     })
 }
 
-/// Events the child handed over at intake so far; `None` when its counters cannot be read.
-async fn handed_over(child: &Child) -> Option<f64> {
-    scrape::counter(child.admin?, scrape::HANDED_OVER)
+/// Events the child handed over at intake so far, and its workers' claims; `None` when its
+/// counters cannot be read.
+async fn counted(child: &Child) -> Option<[f64; 2]> {
+    scrape::counters(child.admin?, [scrape::HANDED_OVER, scrape::CLAIMS])
         .await
         .ok()
 }
@@ -239,6 +244,10 @@ fn line(k: usize, s: &Step) -> String {
         Some(h) => format!("{h:>6.0}%"),
         None => format!("{:>7}", "-"),
     };
+    let claims = match s.claims_per_1k {
+        Some(c) => format!("{c:>9.1}"),
+        None => format!("{:>9}", "-"),
+    };
     let cpu = match s.cpu {
         Some(c) => format!(
             "{:>8.0} {:>8.0} {:>8.0} {:>5.0}%",
@@ -247,7 +256,7 @@ fn line(k: usize, s: &Step) -> String {
         None => format!("{:>8} {:>8} {:>8} {:>6}", "-", "-", "-", "-"),
     };
     format!(
-        "{k:>4} {:>10.0} {:>10.0} {:>9.2}ms {:>6} {:>11.0} {:>9} {:>10.1}ms {:>10.1}ms {cpu} {handed}  {}{}",
+        "{k:>4} {:>10.0} {:>10.0} {:>9.2}ms {:>6} {:>11.0} {:>9} {:>10.1}ms {:>10.1}ms {cpu} {handed} {claims}  {}{}",
         s.offered,
         s.intake,
         s.intake_p99_ms,
@@ -272,12 +281,13 @@ fn table(args: &BenchArgs, steps: &[Step]) -> String {
         "pipeline steps: open loop, {:?} each; sustainable = all accepted, pending < 1 s of traffic, done p99 <= 1 s; \
          conns = connections the load generator needed (up to {} as answers took longer); \
          CPU µs per accepted event during the load: hookgate, the bench (load generator and sink), the rest of the machine (PostgreSQL); busy = of all cores; \
-         handed = accepted events the receiver handed over to the workers of its process (no claim)",
+         handed = accepted events the receiver handed over to the workers of its process (no claim); \
+         claims/1k = the workers' claims (found events or not) per 1,000 accepted events",
         args.pipeline_secs, args.open_loop_connections
     );
     let _ = writeln!(
         out,
-        "{:>4} {:>10} {:>10} {:>11} {:>6} {:>11} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>6} {:>7}  sustainable",
+        "{:>4} {:>10} {:>10} {:>11} {:>6} {:>11} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>6} {:>7} {:>9}  sustainable",
         "step",
         "offered/s",
         "intake/s",
@@ -291,7 +301,8 @@ fn table(args: &BenchArgs, steps: &[Step]) -> String {
         "bench",
         "rest",
         "busy",
-        "handed"
+        "handed",
+        "claims/1k"
     );
     for (k, s) in steps.iter().enumerate() {
         let _ = writeln!(out, "{}", line(k + 1, s));

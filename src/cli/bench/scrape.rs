@@ -1,5 +1,6 @@
-//! A counter read from a child's `/metrics`: how the pipeline phase sees what share of its
-//! deliveries the receiver handed over to the workers of its own process.
+//! Counters read from a child's `/metrics`: how the pipeline phase sees what share of its
+//! deliveries the receiver handed over to the workers of its own process, and how many claims
+//! the workers made for the rest.
 
 use anyhow::Context;
 use std::net::SocketAddr;
@@ -7,6 +8,8 @@ use std::time::Duration;
 
 /// The events handed over at intake (`src/metrics.rs`), summed over integrations.
 pub const HANDED_OVER: &str = "hookgate_events_handed_over_total";
+/// The workers' claims, found something or not (`src/metrics.rs`), summed.
+pub const CLAIMS: &str = "hookgate_claims_total";
 
 /// `name`'s samples in a Prometheus text exposition, summed over their labels (0 when absent).
 pub fn counter_sum(exposition: &str, name: &str) -> f64 {
@@ -25,8 +28,11 @@ pub fn counter_sum(exposition: &str, name: &str) -> f64 {
         .sum()
 }
 
-/// `name` summed, from the `/metrics` of the admin listener at `admin`.
-pub async fn counter(admin: SocketAddr, name: &str) -> anyhow::Result<f64> {
+/// Each of `names` summed, from one read of the `/metrics` of the admin listener at `admin`.
+pub async fn counters<const N: usize>(
+    admin: SocketAddr,
+    names: [&str; N],
+) -> anyhow::Result<[f64; N]> {
     let url = format!("http://{admin}/metrics");
     let text = reqwest::Client::new()
         .get(&url)
@@ -37,7 +43,7 @@ pub async fn counter(admin: SocketAddr, name: &str) -> anyhow::Result<f64> {
         .with_context(|| format!("reading {url}"))?
         .text()
         .await?;
-    Ok(counter_sum(&text, name))
+    Ok(names.map(|name| counter_sum(&text, name)))
 }
 
 #[cfg(test)]

@@ -36,6 +36,8 @@ pub struct Step {
     /// Of the events accepted during the load, the percentage handed over to the workers of the
     /// receiver's process (`None`: its counters could not be read).
     pub handed_pct: Option<f64>,
+    /// The workers' claims during the load per 1,000 accepted events (`None`: as above).
+    pub claims_per_1k: Option<f64>,
 }
 
 /// Sustainable: every event accepted, a backlog under one second of traffic at the end, and
