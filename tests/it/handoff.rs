@@ -321,7 +321,7 @@ fn claims(s: &Setup, found: &str) -> u64 {
 
 /// Each handed-over event wakes the pool; with nothing stored for a claim since its last full
 /// claim found nothing, it must not claim again before its poll (an hour here): until round 14
-/// every hand-over cost an empty claim, a thousand a second at 3,400 events/s.
+/// every hand-over cost an empty claim, hundreds a second at 3,400 events/s.
 async fn handed_over_events_do_not_each_cost_an_empty_claim(inbox: Inbox) {
     let mut s = Setup::new(inbox).await;
     let w = pool_with_handoff(&mut s, 8);
