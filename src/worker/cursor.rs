@@ -8,7 +8,7 @@
 //! committed late, a released event or an expired lease: the next full claim, at most
 //! [`FULL_CLAIM_EVERY`] later, finds them.
 //!
-//! A full claim that finds nothing means nothing is due. Until events are stored for a claim
+//! A full claim that finds nothing, or fewer events than it asked for, took all that was due. Until events are stored for a claim
 //! (the signal of `inbox::Arrivals`) or a poll interval has passed (a retry coming due, a lease
 //! expiring), another claim would find nothing either: the pool waits instead. Without this
 //! rule a pool kept busy by handed-over events claimed each time one of them woke it: hundreds
@@ -34,7 +34,7 @@ pub enum Claim {
 pub struct Cursor {
     from: Option<DateTime<Utc>>,
     full_at: Option<Instant>,
-    /// When a full claim last found nothing, until events are stored for a claim.
+    /// When a full claim last found less than it asked for, until events are stored for a claim.
     drained_at: Option<Instant>,
 }
 
@@ -48,13 +48,14 @@ impl Cursor {
         }
     }
 
-    /// Records what `claim` returned. An empty claim sends the next one back to a full claim:
-    /// the region past the cursor is drained.
-    pub fn claimed(&mut self, claim: Claim, batch: &[Claimed], now: Instant) {
+    /// Records what `claim`, asking for `asked` events, returned. An empty claim sends the next
+    /// one back to a full claim: the region past the cursor is drained. A full claim that got
+    /// fewer than it asked for took everything due: the pool waits before the next.
+    pub fn claimed(&mut self, claim: Claim, batch: &[Claimed], asked: usize, now: Instant) {
         if claim == Claim::Full {
             self.full_at = Some(now);
         }
-        self.drained_at = (claim == Claim::Full && batch.is_empty()).then_some(now);
+        self.drained_at = (claim == Claim::Full && batch.len() < asked).then_some(now);
         self.from = batch.iter().filter_map(|c| c.due_at).min();
     }
 
@@ -64,8 +65,8 @@ impl Cursor {
     }
 
     /// How long to wait before a claim could find anything: zero unless the last full claim
-    /// found nothing and no event has been stored for a claim since, in which case the rest of
-    /// the `poll` interval that began with that claim.
+    /// found less than it asked for and no event has been stored for a claim since, in which
+    /// case the rest of the `poll` interval that began with that claim.
     pub fn wait_before_claim(&self, now: Instant, poll: Duration) -> Duration {
         match self.drained_at {
             Some(at) => poll.saturating_sub(now.saturating_duration_since(at)),
@@ -100,12 +101,13 @@ mod tests {
         let t0 = Instant::now();
         let mut c = Cursor::default();
         assert_eq!(c.next(t0), Claim::Full, "the first claim is full");
-        c.claimed(Claim::Full, &[event(30), event(10), event(20)], t0);
+        c.claimed(Claim::Full, &[event(30), event(10), event(20)], 3, t0);
         let from = DateTime::from_timestamp(10, 0).unwrap();
         assert_eq!(c.next(t0 + Duration::from_millis(10)), Claim::From(from));
         c.claimed(
             Claim::From(from),
             &[event(40), event(35)],
+            2,
             t0 + Duration::from_millis(10),
         );
         let from = DateTime::from_timestamp(35, 0).unwrap();
@@ -124,7 +126,7 @@ mod tests {
             Duration::ZERO,
             "never claimed"
         );
-        c.claimed(Claim::Full, &[], t0);
+        c.claimed(Claim::Full, &[], 4, t0);
         let at = |ms| t0 + Duration::from_millis(ms);
         assert_eq!(c.wait_before_claim(at(0), poll), poll);
         assert_eq!(
@@ -146,22 +148,28 @@ mod tests {
     }
 
     #[test]
-    fn only_an_empty_full_claim_makes_the_pool_wait() {
+    fn only_a_full_claim_that_got_less_than_it_asked_makes_the_pool_wait() {
         let t0 = Instant::now();
         let poll = Duration::from_millis(250);
         let mut c = Cursor::default();
-        c.claimed(Claim::Full, &[event(5)], t0);
+        c.claimed(Claim::Full, &[event(5)], 1, t0);
         assert_eq!(c.wait_before_claim(t0, poll), Duration::ZERO, "found some");
         let from = DateTime::from_timestamp(5, 0).unwrap();
-        c.claimed(Claim::From(from), &[], t0);
+        c.claimed(Claim::From(from), &[], 4, t0);
         assert_eq!(
             c.wait_before_claim(t0, poll),
             Duration::ZERO,
             "drained past the cursor only: look from the start first"
         );
-        c.claimed(Claim::Full, &[], t0);
+        c.claimed(Claim::Full, &[], 4, t0);
         assert_eq!(c.wait_before_claim(t0, poll), poll);
-        c.claimed(Claim::Full, &[event(6)], t0);
+        c.claimed(Claim::Full, &[event(7)], 4, t0);
+        assert_eq!(
+            c.wait_before_claim(t0, poll),
+            poll,
+            "one of four: all that was due"
+        );
+        c.claimed(Claim::Full, &[event(6)], 1, t0);
         assert_eq!(
             c.wait_before_claim(t0, poll),
             Duration::ZERO,
@@ -173,13 +181,13 @@ mod tests {
     fn an_empty_claim_sends_the_next_one_back_to_a_full_claim() {
         let t0 = Instant::now();
         let mut c = Cursor::default();
-        c.claimed(Claim::Full, &[event(5)], t0);
+        c.claimed(Claim::Full, &[event(5)], 1, t0);
         let from = DateTime::from_timestamp(5, 0).unwrap();
         assert_eq!(c.next(t0), Claim::From(from));
-        c.claimed(Claim::From(from), &[], t0);
+        c.claimed(Claim::From(from), &[], 4, t0);
         assert_eq!(c.next(t0), Claim::Full);
         // A full claim that finds nothing keeps it full.
-        c.claimed(Claim::Full, &[], t0);
+        c.claimed(Claim::Full, &[], 4, t0);
         assert_eq!(c.next(t0), Claim::Full);
     }
 }

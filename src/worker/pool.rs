@@ -105,7 +105,7 @@ impl Worker {
                     _ = tokio::time::sleep(cfg.poll) => continue,
                 }
             }
-            // Nothing was due at the last full claim and nothing has been stored since: wait
+            // The last full claim took all that was due and nothing has been stored since: wait
             // for a store, the poll, or a handed-over event, rather than claim nothing again.
             let idle = cursor.wait_before_claim(Instant::now(), cfg.poll);
             if !idle.is_zero() {
@@ -134,7 +134,7 @@ impl Worker {
                 }
             };
             self.inner.metrics.claim(batch.len());
-            cursor.claimed(claim, &batch, Instant::now());
+            cursor.claimed(claim, &batch, free, Instant::now());
             share.claimed(free, batch.len());
             if batch.is_empty() {
                 // Drained past the cursor: the next claim looks from the start. Drained from the
