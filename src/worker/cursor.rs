@@ -8,9 +8,10 @@
 //! committed late, a released event or an expired lease: the next full claim, at most
 //! [`FULL_CLAIM_EVERY`] later, finds them.
 //!
-//! A full claim that finds nothing, or fewer events than it asked for, took all that was due. Until events are stored for a claim
-//! (the signal of `inbox::Arrivals`) or a poll interval has passed (a retry coming due, a lease
-//! expiring), another claim would find nothing either: the pool waits instead. Without this
+//! A full claim that finds nothing, or fewer events than it asked for, took all that was due.
+//! Until events are stored for a claim (the signal of `inbox::Arrivals`) or a poll interval has
+//! passed (a retry coming due, a lease expiring), another claim would find nothing either: the
+//! pool waits instead. Without this
 //! rule a pool kept busy by handed-over events claimed each time one of them woke it: hundreds
 //! of empty claims a second at 3,400 events/s (docs/performance.md, round 14).
 
