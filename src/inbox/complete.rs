@@ -24,6 +24,12 @@ pub(crate) struct Finish {
 
 /// Fenced on (id, attempts, locked_until) like [`Inbox::complete`]; the attempt row is written
 /// only for events whose status change went through. Public so a test can check its plan.
+///
+/// No `status = 'processing'` test: a lease is set only with that status and cleared by every
+/// change away from it, so the lease deadline already says it. Written out, the test lets the
+/// planner walk the partial index of leased rows, which statistics taken while few events were
+/// leased make look like one row: with thousands leased, each batch read them all
+/// (`tests/it/query_plans.rs`; docs/performance.md, round 15).
 pub const COMPLETE_MANY_PG: &str = "WITH input AS (SELECT * FROM UNNEST($1::bigint[], $2::bigint[], \
      $3::text[], $4::timestamptz[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::text[], \
      $9::timestamptz[], $10::bigint[], $11::bigint[], $12::text[], $13::timestamptz[]) AS i(id, attempt, \
@@ -32,7 +38,7 @@ pub const COMPLETE_MANY_PG: &str = "WITH input AS (SELECT * FROM UNNEST($1::bigi
      done AS (UPDATE inbox_events e SET status = i.status, next_attempt_at = i.next_at, \
      locked_until = NULL, last_error = COALESCE(i.error, e.last_error), \
      processed_at = i.processed_at, dead_lettered_at = i.dead_at, ignored_reason = i.reason \
-     FROM input i WHERE e.id = i.id AND e.status = 'processing' AND e.attempts = i.attempt \
+     FROM input i WHERE e.id = i.id AND e.attempts = i.attempt \
      AND e.locked_until = i.lease_until \
      RETURNING e.id), \
      recorded AS (INSERT INTO delivery_attempts (event_row, attempt, started_at, duration_ms, \

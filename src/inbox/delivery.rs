@@ -152,9 +152,10 @@ const CLAIM_SQLITE: &str = claim_sql!("");
 pub const CLAIM_FROM_PG: &str = claim_from_sql!(" FOR UPDATE SKIP LOCKED");
 const CLAIM_FROM_SQLITE: &str = claim_from_sql!("");
 
+// The fence is the lease, without a test of `status = 'processing'`: see `COMPLETE_MANY_PG`.
 const FINISH: &str = "UPDATE inbox_events SET status = $1, next_attempt_at = $2, locked_until = NULL, \
      last_error = COALESCE($3, last_error), processed_at = $4, dead_lettered_at = $5, ignored_reason = $6 \
-     WHERE id = $7 AND status = 'processing' AND attempts = $8 AND locked_until = $9";
+     WHERE id = $7 AND attempts = $8 AND locked_until = $9";
 
 const RECORD_ATTEMPT: &str = "INSERT INTO delivery_attempts \
      (event_row, attempt, started_at, duration_ms, status_code, error, outcome) \
@@ -176,7 +177,7 @@ const UNLOCK_RESOURCE: &str = "UPDATE resource_versions SET locked_until = NULL,
 
 const RELEASE: &str = "UPDATE inbox_events SET attempts = attempts - 1, locked_until = NULL, \
      next_attempt_at = $1, status = CASE WHEN attempts - 1 = 0 THEN 'pending' ELSE 'retry' END \
-     WHERE id = $2 AND status = 'processing' AND attempts = $3 AND locked_until = $4";
+     WHERE id = $2 AND attempts = $3 AND locked_until = $4";
 
 /// The inbox columns a completion sets.
 pub(super) struct FinishColumns<'c> {
