@@ -21,12 +21,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Standalone(a) => {
             let db = a.db.limits()?;
+            let worker = a.worker_config(db)?;
             let cfg = standalone::Config {
                 files: a.files,
                 listen: Some(a.listen),
                 admin_listen: admin_addr(&a.admin_listen)?,
                 database_url: a.database_url,
-                worker: (!a.no_workers).then(|| a.worker.config(db)).transpose()?,
+                worker,
                 commit: a.commit.config(db)?,
                 db,
                 listener: a.listener.limits()?,

@@ -244,6 +244,10 @@ impl NewEvent {
         })
     }
 
+    pub fn body_len(&self) -> usize {
+        self.body.len()
+    }
+
     pub fn event_id(&self) -> &str {
         &self.event_id
     }

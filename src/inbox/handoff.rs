@@ -12,16 +12,96 @@
 //! stores the event `pending` and workers claim it as before; workers in other processes only
 //! ever claim. How handed-over events share the slots with claims (so that older events are not
 //! left behind new ones) is the pool's rule, in `worker::slots`.
+//!
+//! How much room: as many events as the workers have slots, always; beyond that, up to a bound in
+//! events and in body bytes, but only while the pool keeps taking them promptly ([`may_hold`]).
+//! An event stored for a claim costs PostgreSQL a second rewrite of its row, so a moment in which
+//! the pool falls behind used to turn into claims that slowed it further (docs/performance.md,
+//! round 15); held in memory instead, the event waits for a slot at no cost to the database.
 
 use super::{Arrivals, Claimed};
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
-use std::time::Duration;
-use tokio::sync::mpsc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+
+/// How much a hand-over holds: events handed over and not yet started by the pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Room {
+    /// Held whatever the pool's pace: the pool's delivery slots.
+    pub slots: usize,
+    /// The most events held; 0 hands nothing over.
+    pub events: usize,
+    /// The most body bytes held.
+    pub body_bytes: usize,
+    /// Beyond `slots`, events are held only while the pool took one within this, and the last one
+    /// it took had waited less than this.
+    pub max_wait: Duration,
+}
+
+/// Whether one more event may be held, with `held` held now, the pool's last take `since_taken`
+/// ago and that event's wait `last_wait`. Past the slots, a pool that stopped taking (its slots
+/// hang on a slow destination) or whose events wait long gets no more: they would wait in memory
+/// for a slot until their lease is too short for an attempt, and be put back one by one.
+pub fn may_hold(room: &Room, held: usize, since_taken: Duration, last_wait: Duration) -> bool {
+    held < room.events
+        && (held < room.slots || (since_taken < room.max_wait && last_wait < room.max_wait))
+}
+
+/// The pool's pace, as the receiver reads it: when it last took an event, and how long that one
+/// had waited.
+#[derive(Debug)]
+struct Pace {
+    start: Instant,
+    taken_at_ms: AtomicU64,
+    last_wait_ms: AtomicU64,
+}
+
+impl Pace {
+    fn new() -> Self {
+        Self {
+            start: Instant::now(),
+            taken_at_ms: AtomicU64::new(0),
+            last_wait_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn ms(d: Duration) -> u64 {
+        u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn took(&self, waited: Duration) {
+        let now = Self::ms(self.start.elapsed());
+        self.taken_at_ms.store(now, Ordering::Relaxed);
+        self.last_wait_ms.store(Self::ms(waited), Ordering::Relaxed);
+    }
+
+    /// (since the last take, that event's wait)
+    fn read(&self) -> (Duration, Duration) {
+        let now = Self::ms(self.start.elapsed());
+        let taken = self.taken_at_ms.load(Ordering::Relaxed);
+        (
+            Duration::from_millis(now.saturating_sub(taken)),
+            Duration::from_millis(self.last_wait_ms.load(Ordering::Relaxed)),
+        )
+    }
+}
+
+/// One event handed over, with the share of the body budget it holds until the pool takes it.
+#[derive(Debug)]
+struct Held {
+    event: Claimed,
+    _bytes: OwnedSemaphorePermit,
+}
 
 /// The receiver's end. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Handoff {
-    tx: mpsc::Sender<Claimed>,
+    tx: mpsc::Sender<Held>,
+    room: Room,
+    bytes: Arc<Semaphore>,
+    pace: Arc<Pace>,
     lease: Duration,
     /// The same workers' arrivals: an event stored without a place waits for their claim, and
     /// they must know it, idle or kept busy by hand-overs (`worker::slots::Share`).
@@ -31,28 +111,36 @@ pub struct Handoff {
 /// The workers' end: the events handed over, in commit order.
 #[derive(Debug)]
 pub struct Handed {
-    rx: mpsc::Receiver<Claimed>,
+    rx: mpsc::Receiver<Held>,
+    pace: Arc<Pace>,
+    lease: Duration,
 }
 
 /// A place held for one event, taken before its insert so that the row can be stored leased.
 /// Dropped without [`Reservation::send`] (a duplicate, a failed insert), it frees the place.
 #[derive(Debug)]
 pub struct Reservation {
-    permit: mpsc::OwnedPermit<Claimed>,
+    permit: mpsc::OwnedPermit<Held>,
+    bytes: OwnedSemaphorePermit,
     lease_until: DateTime<Utc>,
 }
 
-/// A hand-over for workers that hold at most `room` handed events not yet started, leasing each
-/// for `lease`, and learn of events stored for a claim through `arrivals`.
-pub fn handoff(room: usize, lease: Duration, arrivals: Arrivals) -> (Handoff, Handed) {
-    let (tx, rx) = mpsc::channel(room.max(1));
+/// A hand-over with `room`, leasing each event for `lease`, for workers that learn of events
+/// stored for a claim through `arrivals`.
+pub fn handoff(room: Room, lease: Duration, arrivals: Arrivals) -> (Handoff, Handed) {
+    let (tx, rx) = mpsc::channel(room.events.max(1));
+    let pace = Arc::new(Pace::new());
+    let bytes = Arc::new(Semaphore::new(room.body_bytes.min(Semaphore::MAX_PERMITS)));
     (
         Handoff {
             tx,
+            room,
+            bytes,
+            pace: pace.clone(),
             lease,
             arrivals,
         },
-        Handed { rx },
+        Handed { rx, pace, lease },
     )
 }
 
@@ -63,12 +151,20 @@ impl Handoff {
         self.arrivals.committed();
     }
 
-    /// A place for one event leased from `now`, or `None` when the workers have no room (or have
-    /// stopped): the event is then stored `pending` for a claim.
-    pub fn reserve(&self, now: DateTime<Utc>) -> Option<Reservation> {
+    /// A place for one event of `body_len` bytes leased from `now`, or `None` when the workers
+    /// have no room (or have stopped): the event is then stored `pending` for a claim.
+    pub fn reserve(&self, now: DateTime<Utc>, body_len: usize) -> Option<Reservation> {
+        let held = self.tx.max_capacity() - self.tx.capacity();
+        let (since_taken, last_wait) = self.pace.read();
+        if !may_hold(&self.room, held, since_taken, last_wait) {
+            return None;
+        }
+        let bytes = u32::try_from(body_len).ok()?;
+        let bytes = self.bytes.clone().try_acquire_many_owned(bytes).ok()?;
         let permit = self.tx.clone().try_reserve_owned().ok()?;
         Some(Reservation {
             permit,
+            bytes,
             lease_until: lease_until(now, self.lease),
         })
     }
@@ -90,19 +186,32 @@ impl Reservation {
 
     /// Hands the committed event over.
     pub fn send(self, event: Claimed) {
-        self.permit.send(event);
+        self.permit.send(Held {
+            event,
+            _bytes: self.bytes,
+        });
     }
 }
 
 impl Handed {
     /// The next event handed over; `None` once closed and every reservation is spent.
     pub async fn recv(&mut self) -> Option<Claimed> {
-        self.rx.recv().await
+        let held = self.rx.recv().await?;
+        Some(self.took(held))
     }
 
     /// An event handed over and waiting, without waiting for one.
     pub fn try_recv(&mut self) -> Option<Claimed> {
-        self.rx.try_recv().ok()
+        let held = self.rx.try_recv().ok()?;
+        Some(self.took(held))
+    }
+
+    /// Notes the pool's pace for the receiver; the body's bytes go back to the budget.
+    fn took(&self, held: Held) -> Claimed {
+        let handed_at = crate::time::before(held.event.lease_until, self.lease);
+        let waited = (Utc::now() - handed_at).to_std().unwrap_or_default();
+        self.pace.took(waited);
+        held.event
     }
 
     /// No new reservations: the receiver stores what follows `pending`. Events of reservations
@@ -115,6 +224,115 @@ impl Handed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Room for `n` events of any size, whatever the pool's pace.
+    fn events(n: usize) -> Room {
+        Room {
+            slots: n,
+            events: n,
+            body_bytes: usize::MAX,
+            max_wait: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn past_the_slots_events_are_held_only_while_the_pool_keeps_pace() {
+        let room = Room {
+            slots: 2,
+            events: 5,
+            body_bytes: usize::MAX,
+            max_wait: Duration::from_secs(1),
+        };
+        let ms = Duration::from_millis;
+        let cases = [
+            // (held, since the pool's last take, that event's wait, may hold one more)
+            (0, ms(0), ms(0), true),
+            (1, ms(60_000), ms(60_000), true),
+            (2, ms(10), ms(20), true),
+            (4, ms(999), ms(999), true),
+            (5, ms(0), ms(0), false),
+            (2, ms(1_000), ms(0), false),
+            (2, ms(0), ms(1_000), false),
+            (3, ms(5_000), ms(10), false),
+        ];
+        for (held, since, wait, want) in cases {
+            assert_eq!(
+                may_hold(&room, held, since, wait),
+                want,
+                "{held} held, taken {since:?} ago after waiting {wait:?}"
+            );
+        }
+        let off = Room { events: 0, ..room };
+        assert!(!may_hold(&off, 0, ms(0), ms(0)), "no events: no hand-over");
+    }
+
+    #[tokio::test]
+    async fn bodies_held_stay_within_the_byte_budget_until_the_pool_takes_them() {
+        let room = Room {
+            body_bytes: 100,
+            ..events(10)
+        };
+        let (handoff, mut handed) = handoff(room, Duration::from_secs(60), Arrivals::default());
+        let now = Utc::now();
+        let a = handoff.reserve(now, 60).expect("60 of 100 bytes");
+        assert!(handoff.reserve(now, 60).is_none(), "120 of 100 bytes");
+        let b = handoff.reserve(now, 40).expect("100 of 100 bytes");
+        assert!(
+            handoff.reserve(now, 0).is_some(),
+            "an empty body holds no bytes"
+        );
+        drop(b);
+        let until = a.lease_until();
+        a.send(event(1, until));
+        assert!(handoff.reserve(now, 60).is_none(), "sent, not yet taken");
+        assert_eq!(handed.try_recv().map(|e| e.id), Some(1));
+        assert!(
+            handoff.reserve(now, 100).is_some(),
+            "taken: its bytes are free"
+        );
+        assert!(
+            handoff.reserve(now, 101).is_none(),
+            "larger than the budget"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_pool_that_stops_taking_gets_no_more_than_its_slots() {
+        let room = Room {
+            slots: 1,
+            events: 10,
+            body_bytes: usize::MAX,
+            max_wait: Duration::from_millis(50),
+        };
+        let (handoff, mut handed) = handoff(room, Duration::from_secs(60), Arrivals::default());
+        let now = Utc::now();
+        let mut kept = vec![handoff.reserve(now, 0).expect("within the slots")];
+        kept.push(
+            handoff
+                .reserve(now, 0)
+                .expect("past the slots, the pool just started"),
+        );
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        assert!(handoff.reserve(now, 0).is_none(), "nothing taken for 80 ms");
+        let first = kept.remove(0);
+        let until = first.lease_until();
+        first.send(event(1, until));
+        assert!(handed.try_recv().is_some());
+        assert!(
+            handoff.reserve(Utc::now(), 0).is_none(),
+            "the event it took had waited 80 ms"
+        );
+        drop(kept);
+        let fresh = handoff.reserve(Utc::now(), 0).expect("within the slots");
+        let until = fresh.lease_until();
+        fresh.send(event(2, until));
+        assert!(handed.try_recv().is_some());
+        let _within = handoff.reserve(Utc::now(), 0).expect("within the slots");
+        assert!(
+            handoff.reserve(Utc::now(), 0).is_some(),
+            "past the slots again: it took one at once, which had not waited"
+        );
+    }
 
     fn event(id: i64, lease_until: DateTime<Utc>) -> Claimed {
         Claimed {
@@ -143,14 +361,15 @@ mod tests {
 
     #[tokio::test]
     async fn places_run_out_and_come_back_when_an_unused_reservation_is_dropped() {
-        let (handoff, mut handed) = handoff(2, Duration::from_secs(60), Arrivals::default());
+        let (handoff, mut handed) =
+            handoff(events(2), Duration::from_secs(60), Arrivals::default());
         let now = Utc::now();
-        let a = handoff.reserve(now).expect("room for one");
-        let b = handoff.reserve(now).expect("room for two");
-        assert!(handoff.reserve(now).is_none(), "no third place");
+        let a = handoff.reserve(now, 0).expect("room for one");
+        let b = handoff.reserve(now, 0).expect("room for two");
+        assert!(handoff.reserve(now, 0).is_none(), "no third place");
         drop(b);
         let c = handoff
-            .reserve(now)
+            .reserve(now, 0)
             .expect("the dropped place is free again");
         let until = a.lease_until();
         a.send(event(1, until));
@@ -161,12 +380,13 @@ mod tests {
 
     #[tokio::test]
     async fn after_close_no_place_is_given_but_reserved_events_still_arrive() {
-        let (handoff, mut handed) = handoff(4, Duration::from_secs(60), Arrivals::default());
+        let (handoff, mut handed) =
+            handoff(events(4), Duration::from_secs(60), Arrivals::default());
         let now = Utc::now();
-        let held = handoff.reserve(now).expect("room");
+        let held = handoff.reserve(now, 0).expect("room");
         handed.close();
         assert!(
-            handoff.reserve(now).is_none(),
+            handoff.reserve(now, 0).is_none(),
             "closed: stored pending instead"
         );
         let until = held.lease_until();

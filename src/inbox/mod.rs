@@ -42,7 +42,7 @@ pub use dead_letters::*;
 pub use delivery::{Advance, Attempt, CLAIM_FROM_PG, CLAIM_PG, Claimed, Completion};
 pub use event::{Arrival, EventSummary, InsertOutcome, ListFilter, NewEvent, Status};
 pub use group::{GroupCommit, GroupCommitConfig, MAX_BATCH};
-pub use handoff::{Handed, Handoff, Reservation, handoff};
+pub use handoff::{Handed, Handoff, Reservation, Room as HandoffRoom, handoff};
 pub use key_use::FLUSH_EVERY as KEY_USE_FLUSH_EVERY;
 pub use notify::{CHANNEL as NOTIFY_CHANNEL, Notifier, listen};
 pub use stats::{BACKLOG, BacklogCount, CONFLICTS, Traffic};

@@ -260,7 +260,7 @@ async fn process(
         .handoff
         .as_ref()
         .filter(|_| !ignored && unsupported.is_none())
-        .and_then(|h| h.reserve(chrono::Utc::now()));
+        .and_then(|h| h.reserve(chrono::Utc::now(), event.body_len()));
     let (event, claim) = match &place {
         Some(place) => {
             let event = event.leased(place.lease_until());

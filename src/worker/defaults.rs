@@ -17,6 +17,22 @@ pub const MAX_CONCURRENCY: usize = 10_000;
 /// still did, eight did not (docs/performance.md, round 5). The bound is what makes a slow
 /// database slow the claims and the hand-overs too.
 pub const HELD_PER_SLOT: usize = 8;
+/// `hookgate standalone --handoff-events`: new events the receiver may hold for the workers of
+/// its process, stored leased and waiting in memory for a slot. The slots' own count (32) was the
+/// room until round 15; events beyond it were stored for claims, each a second rewrite of its row
+/// in PostgreSQL, and at ~5,000 events/s a moment's delay turned into claims that slowed the
+/// workers further. 4,096 kept every event handed over at 5,600/s (docs/performance.md).
+pub const HANDOFF_EVENTS: usize = 4096;
+/// The most `--handoff-events` accepts.
+pub const MAX_HANDOFF_EVENTS: usize = 1_000_000;
+/// `hookgate standalone --handoff-bytes`: the body bytes of those events, as many as the slots
+/// hold at the 1 MiB body limit.
+pub const HANDOFF_BYTES: usize = 32 << 20;
+/// Not a flag: past its slots, the receiver holds events for the workers only while the pool
+/// took one within this and that one had waited less: longer, and they would be better claimed in
+/// due order than kept waiting in memory. At most an eighth of the lease, so that an event held
+/// never comes near the ¾ of its lease an attempt needs (`worker::slots`).
+pub const HANDOFF_MAX_WAIT: Duration = Duration::from_secs(1);
 /// `--lease`
 pub const LEASE: Duration = Duration::from_secs(60);
 /// `--poll`

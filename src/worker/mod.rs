@@ -59,6 +59,11 @@ pub struct WorkerConfig {
     /// Claims and completions give up after `db.deadline()`; a claim lost that way returns
     /// after its lease, like one of a killed worker.
     pub db: crate::inbox::DbLimits,
+    /// With a receiver in the process (`hookgate standalone`): the most new events it holds for
+    /// this pool, stored leased and not yet started (0: none, every event is claimed).
+    pub handoff_events: usize,
+    /// The most body bytes of those events.
+    pub handoff_bytes: usize,
 }
 
 impl Default for WorkerConfig {
@@ -72,6 +77,21 @@ impl Default for WorkerConfig {
             destinations: destination::Policy::default(),
             orphan_grace: defaults::ORPHAN_GRACE,
             db: Default::default(),
+            handoff_events: defaults::HANDOFF_EVENTS,
+            handoff_bytes: defaults::HANDOFF_BYTES,
+        }
+    }
+}
+
+impl WorkerConfig {
+    /// What the receiver of the process may hold for this pool: always an event per slot, and up
+    /// to `handoff_events` while the pool keeps pace.
+    pub fn handoff_room(&self) -> crate::inbox::HandoffRoom {
+        crate::inbox::HandoffRoom {
+            slots: self.concurrency.min(self.handoff_events),
+            events: self.handoff_events,
+            body_bytes: self.handoff_bytes,
+            max_wait: defaults::HANDOFF_MAX_WAIT.min(self.lease / 8),
         }
     }
 }
@@ -143,14 +163,13 @@ impl Worker {
     }
 
     /// The end through which the receiver of this process stores new events leased to this pool
-    /// while it has room (`concurrency` events handed over and not started), so that they need no
-    /// claim. The events it has no place for are stored pending and signal this pool, which wakes
+    /// while it has room ([`WorkerConfig::handoff_room`]), so that they need no claim. The events it has no place for are stored pending and signal this pool, which wakes
     /// for them if idle and keeps a quarter of its slots for claims while they wait. Call before
     /// the worker is cloned or run.
     pub fn with_handoff(mut self) -> (Self, crate::inbox::Handoff) {
         let cfg = &self.inner.cfg;
         let arrivals = self.inner.arrivals.clone();
-        let (handoff, handed) = crate::inbox::handoff(cfg.concurrency, cfg.lease, arrivals);
+        let (handoff, handed) = crate::inbox::handoff(cfg.handoff_room(), cfg.lease, arrivals);
         *Arc::get_mut(&mut self.inner)
             .expect("with_handoff is called before the worker is shared")
             .handed

@@ -1,20 +1,31 @@
 //! The receiver storing new events leased to the workers of its own process (standalone), on both
 //! backends: the row is what a claim would have left, the completion's fence matches it, a pool
 //! without room (or stopped) gets a plain pending row, an event that waited too long for a slot
-//! is claimed afresh, hand-overs cost no claims, a slow database holds hand-overs back as it
+//! is claimed afresh, hand-overs cost no claims, a burst past the pool's slots is held for it
+//! while it keeps pace and not once it stops taking, a slow database holds hand-overs back as it
 //! holds claims (PostgreSQL only: it locks one table), and shutdown gives back what never started.
 
 use crate::common::destination::Answer;
 use crate::common::*;
 use crate::worker::{Setup, cfg};
 use chrono::{DateTime, Utc};
-use hookgate::inbox::{Arrivals, Completion, Inbox, handoff};
+use hookgate::inbox::{Arrivals, Completion, HandoffRoom, Inbox, handoff};
 use hookgate::worker::WorkerConfig;
 use sqlx::Row;
 use sqlx::types::Json;
 use std::time::Duration;
 
 const LEASE: Duration = Duration::from_secs(60);
+
+/// Room for `n` events, whatever the pool's pace.
+fn room(n: usize) -> HandoffRoom {
+    HandoffRoom {
+        slots: n,
+        events: n,
+        body_bytes: usize::MAX,
+        max_wait: Duration::from_secs(1),
+    }
+}
 
 /// (status, attempts, locked_until, headers) of one event's row.
 async fn stored(
@@ -51,7 +62,7 @@ fn pool_with_handoff(s: &mut Setup, concurrency: usize) -> hookgate::worker::Wor
 
 async fn a_stored_event_is_handed_over_leased_as_its_claim_would_be(inbox: Inbox) {
     let mut s = Setup::new(inbox).await;
-    let (end, mut handed) = handoff(4, LEASE, Arrivals::default());
+    let (end, mut handed) = handoff(room(4), LEASE, Arrivals::default());
     s.h.receiver = s.h.receiver.clone().with_handoff(end);
     let before = Utc::now();
     s.event("w/orders", "h-1", r#"{"id":"h-1"}"#).await;
@@ -104,7 +115,7 @@ async fn a_stored_event_is_handed_over_leased_as_its_claim_would_be(inbox: Inbox
 async fn only_a_new_event_is_handed_over_and_an_unused_place_comes_back(inbox: Inbox) {
     let mut s = Setup::new(inbox).await;
     // One place: had the duplicate kept it, the next event could not be handed over.
-    let (end, mut handed) = handoff(1, LEASE, Arrivals::default());
+    let (end, mut handed) = handoff(room(1), LEASE, Arrivals::default());
     s.h.receiver = s.h.receiver.clone().with_handoff(end);
     s.event("w/orders", "d-1", "{}").await;
     assert_eq!(handed.try_recv().map(|e| e.event_id), Some("d-1".into()));
@@ -122,9 +133,9 @@ async fn only_a_new_event_is_handed_over_and_an_unused_place_comes_back(inbox: I
 
 async fn without_room_an_event_is_stored_pending_for_a_claim(inbox: Inbox) {
     let mut s = Setup::new(inbox).await;
-    let (end, mut handed) = handoff(1, LEASE, Arrivals::default());
+    let (end, mut handed) = handoff(room(1), LEASE, Arrivals::default());
     s.h.receiver = s.h.receiver.clone().with_handoff(end.clone());
-    let taken = end.reserve(Utc::now()).expect("the one place");
+    let taken = end.reserve(Utc::now(), 0).expect("the one place");
     s.event("w/orders", "p-1", "{}").await;
     let (status, attempts, locked, _) = stored(&s, "p-1").await;
     assert_eq!((status.as_str(), attempts, locked), ("pending", 0, None));
@@ -341,7 +352,78 @@ async fn handed_over_events_do_not_each_cost_an_empty_claim(inbox: Inbox) {
     assert_eq!(empty, 0, "claims that found nothing during 20 hand-overs");
 }
 
+/// `hookgate_events_handed_over_total` of `w/orders` as the receiver of `s` counted it.
+fn handed(s: &Setup) -> u64 {
+    let series = "hookgate_events_handed_over_total{integration=\"w/orders\"} ";
+    s.h.metrics
+        .encode()
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Two slots, a destination answering in 20 ms, and 40 events arriving at once: until round 15
+/// the receiver held only as many as the slots and stored the rest for claims (each a second
+/// rewrite of its row); now they wait in memory while the pool keeps taking them.
+async fn a_burst_past_the_slots_is_handed_over_without_a_claim(inbox: Inbox) {
+    let mut s = Setup::new(inbox).await;
+    s.dest.always(Answer::After(Duration::from_millis(20)));
+    let w = pool_with_handoff(&mut s, 2);
+    let running = crate::common::running::start([w]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let s = std::sync::Arc::new(s);
+    let mut senders = tokio::task::JoinSet::new();
+    for k in 0..8 {
+        let s = s.clone();
+        senders.spawn(async move {
+            for n in 0..5 {
+                s.event("w/orders", &format!("b{k}-{n}"), "{}").await;
+            }
+        });
+    }
+    while senders.join_next().await.is_some() {}
+    let got = s.dest.wait_for(40, Duration::from_secs(20)).await;
+    let (found, handed) = (claims(&s, "some"), handed(&s));
+    running.stop().await;
+    assert_eq!(got.len(), 40, "every event delivered");
+    assert_eq!(handed, 40, "every event handed over");
+    assert_eq!(found, 0, "no claim found an event");
+}
+
+/// One slot, held by a destination that never answers: the pool takes one more event to start
+/// next and stops taking. The receiver holds another event per slot whatever the pace, and more
+/// while the pool took one within the last second (`worker::defaults::HANDOFF_MAX_WAIT`); after
+/// that second, new events are stored for a claim in due order instead of waiting in memory.
+async fn a_pool_that_stops_taking_is_held_no_more_events_after_a_second(inbox: Inbox) {
+    let mut s = Setup::new(inbox).await;
+    s.dest.always(Answer::Hang);
+    let w = pool_with_handoff(&mut s, 1);
+    let running = crate::common::running::start([w]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.event("w/orders", "first", "{}").await;
+    assert_eq!(s.dest.wait_for(1, Duration::from_secs(10)).await.len(), 1);
+    for id in ["second", "third", "fourth"] {
+        s.event("w/orders", id, "{}").await;
+    }
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    s.event("w/orders", "fifth", "{}").await;
+    let mut status = Vec::new();
+    for id in ["second", "third", "fourth", "fifth"] {
+        status.push(stored(&s, id).await.0);
+    }
+    tokio::time::timeout(Duration::from_secs(30), running.stop())
+        .await
+        .expect("the pool stops within its grace and the database deadline");
+    assert_eq!(
+        status,
+        ["processing", "processing", "processing", "pending"],
+        "second to fourth held for the pool, fifth stored for a claim"
+    );
+}
+
 on_both_backends!(
+    a_burst_past_the_slots_is_handed_over_without_a_claim,
+    a_pool_that_stops_taking_is_held_no_more_events_after_a_second,
     handed_over_events_do_not_each_cost_an_empty_claim,
     events_stored_pending_are_delivered_while_handed_over_ones_keep_coming,
     a_handed_event_left_without_lease_for_an_attempt_is_claimed_afresh,

@@ -84,6 +84,14 @@ pub struct StandaloneArgs {
     /// Run the receiver only (deliver with `hookgate worker -f` elsewhere).
     #[arg(long)]
     pub no_workers: bool,
+    /// New events the receiver may hold for the workers of this process, stored leased and
+    /// handed over from memory without a claim while they wait for a slot (0: none; 0-1000000).
+    /// Past the workers' slots, only while the workers keep taking them within a second.
+    #[arg(long, default_value_t = crate::worker::defaults::HANDOFF_EVENTS, env = "HOOKGATE_HANDOFF_EVENTS")]
+    pub handoff_events: usize,
+    /// The most body bytes of the events held for the workers (default 32 MiB).
+    #[arg(long, default_value_t = crate::worker::defaults::HANDOFF_BYTES, env = "HOOKGATE_HANDOFF_BYTES")]
+    pub handoff_bytes: usize,
     #[command(flatten)]
     pub commit: CommitArgs,
     #[command(flatten)]
@@ -92,6 +100,29 @@ pub struct StandaloneArgs {
     pub db: DbArgs,
     #[command(flatten)]
     pub worker: WorkerArgs,
+}
+
+impl StandaloneArgs {
+    /// The workers' settings, with the receiver's hand-over to them; `None` with `--no-workers`.
+    pub(crate) fn worker_config(
+        &self,
+        db: crate::inbox::DbLimits,
+    ) -> anyhow::Result<Option<crate::worker::WorkerConfig>> {
+        if self.no_workers {
+            return Ok(None);
+        }
+        let max = crate::worker::defaults::MAX_HANDOFF_EVENTS;
+        if self.handoff_events > max {
+            anyhow::bail!(
+                "--handoff-events must be between 0 and {max}, got {}",
+                self.handoff_events
+            );
+        }
+        let mut cfg = self.worker.config(db)?;
+        cfg.handoff_events = self.handoff_events;
+        cfg.handoff_bytes = self.handoff_bytes;
+        Ok(Some(cfg))
+    }
 }
 
 /// `hookgate controller`.

@@ -141,3 +141,54 @@ fn trusted_proxies_default_to_none_and_reach_both_receiving_roles() {
         }
     }
 }
+
+fn standalone_args(args: &[&str]) -> Result<StandaloneArgs, clap::Error> {
+    let argv = ["hookgate", "standalone", "-f", "x.yaml"]
+        .iter()
+        .chain(args);
+    match Cli::try_parse_from(argv)?.command {
+        Command::Standalone(a) => Ok(a),
+        other => panic!("not a standalone command: {other:?}"),
+    }
+}
+
+#[test]
+fn the_hand_over_flags_reach_the_workers_and_refuse_what_no_channel_can_hold() {
+    let db = Default::default();
+    let bare = standalone_args(&[]).unwrap().worker_config(db).unwrap();
+    let bare = bare.expect("workers by default");
+    assert_eq!(bare.handoff_events, crate::worker::defaults::HANDOFF_EVENTS);
+    assert_eq!(bare.handoff_bytes, crate::worker::defaults::HANDOFF_BYTES);
+
+    let set = standalone_args(&["--handoff-events", "0", "--handoff-bytes", "4096"]).unwrap();
+    let cfg = set.worker_config(db).unwrap().unwrap();
+    assert_eq!((cfg.handoff_events, cfg.handoff_bytes), (0, 4096));
+    assert_eq!(cfg.handoff_room().events, 0, "0 hands nothing over");
+
+    let huge = standalone_args(&["--handoff-events", "1000001"]).unwrap();
+    let err = huge.worker_config(db).unwrap_err().to_string();
+    assert!(err.contains("--handoff-events"), "{err}");
+    assert!(
+        standalone_args(&["--handoff-events", "-1"]).is_err(),
+        "not a count"
+    );
+    let none = standalone_args(&["--no-workers"]).unwrap();
+    assert!(none.worker_config(db).unwrap().is_none());
+}
+
+#[test]
+fn the_hand_over_holds_the_slots_always_and_waits_at_most_an_eighth_of_the_lease() {
+    let cfg = crate::worker::WorkerConfig {
+        concurrency: 32,
+        lease: std::time::Duration::from_secs(4),
+        ..Default::default()
+    };
+    let room = cfg.handoff_room();
+    assert_eq!((room.slots, room.events), (32, 4096));
+    assert_eq!(room.max_wait, std::time::Duration::from_millis(500));
+    let small = crate::worker::WorkerConfig {
+        handoff_events: 8,
+        ..cfg
+    };
+    assert_eq!(small.handoff_room().slots, 8, "never more than the events");
+}

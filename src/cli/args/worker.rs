@@ -7,7 +7,7 @@ use clap::Args;
 #[derive(Args, Debug, Clone)]
 pub struct WorkerArgs {
     /// Deliveries in flight at once in this process (1-10000). A slot is free again once the
-    /// destination has answered; the process holds at most twice as many events.
+    /// destination has answered; the process holds at most eight times as many events.
     #[arg(long, default_value_t = crate::worker::defaults::CONCURRENCY, env = "HOOKGATE_CONCURRENCY")]
     pub concurrency: usize,
     /// How long a claimed event is leased. Each attempt ends by 3/4 of it, whatever the
