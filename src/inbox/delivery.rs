@@ -153,6 +153,7 @@ pub const CLAIM_FROM_PG: &str = claim_from_sql!(" FOR UPDATE SKIP LOCKED");
 const CLAIM_FROM_SQLITE: &str = claim_from_sql!("");
 
 // The fence is the lease, without a test of `status = 'processing'`: see `COMPLETE_MANY_PG`.
+// Releases are in `release.rs`.
 const FINISH: &str = "UPDATE inbox_events SET status = $1, next_attempt_at = $2, locked_until = NULL, \
      last_error = COALESCE($3, last_error), processed_at = $4, dead_lettered_at = $5, ignored_reason = $6 \
      WHERE id = $7 AND attempts = $8 AND locked_until = $9";
@@ -174,10 +175,6 @@ const LOCK_RESOURCE: &str = "INSERT INTO resource_versions \
 
 const UNLOCK_RESOURCE: &str = "UPDATE resource_versions SET locked_until = NULL, lock_token = NULL \
      WHERE integration = $1 AND resource_id = $2 AND lock_token = $3";
-
-const RELEASE: &str = "UPDATE inbox_events SET attempts = attempts - 1, locked_until = NULL, \
-     next_attempt_at = $1, status = CASE WHEN attempts - 1 = 0 THEN 'pending' ELSE 'retry' END \
-     WHERE id = $2 AND attempts = $3 AND locked_until = $4";
 
 /// The inbox columns a completion sets.
 pub(super) struct FinishColumns<'c> {
@@ -358,22 +355,6 @@ impl Inbox {
             }
             tx.commit().await?;
             Ok(true)
-        })
-    }
-
-    /// Gives a claim back without counting it as an attempt (shutdown, resource busy, unknown
-    /// integration); it becomes due again at `retry_at`.
-    pub async fn release(&self, claimed: &Claimed, retry_at: DateTime<Utc>) -> Result<bool> {
-        backend!(self, pool => {
-            let n = sqlx::query(RELEASE)
-                .bind(retry_at)
-                .bind(claimed.id)
-                .bind(claimed.attempt)
-                .bind(claimed.lease_until)
-                .execute(pool)
-                .await?
-                .rows_affected();
-            Ok(n > 0)
         })
     }
 

@@ -28,6 +28,7 @@ mod kept;
 mod key_use;
 mod list;
 mod notify;
+mod release;
 mod retention;
 mod stats;
 

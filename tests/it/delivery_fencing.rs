@@ -184,6 +184,13 @@ async fn a_worker_that_lost_its_lease_changes_nothing_when_it_completes_late(inb
     }
     assert!(!s.inbox().release(&a, late).await.unwrap());
     assert_eq!(s.detail(&b).await, held_by_b, "after a stale release");
+    let stale = std::slice::from_ref(&a);
+    assert_eq!(s.inbox().release_many(stale, late).await.unwrap(), 0);
+    assert_eq!(
+        s.detail(&b).await,
+        held_by_b,
+        "after a stale release of many"
+    );
 
     // A's whole delivery path with its stale claim: it may still send (at least once), but
     // whatever the destination answers, its outcome is not recorded. A 404 would dead-letter,

@@ -421,7 +421,50 @@ async fn a_pool_that_stops_taking_is_held_no_more_events_after_a_second(inbox: I
     );
 }
 
+/// One slot held by a destination that never answers, and 300 events handed over behind it (sent
+/// at once, within the second the pool keeps being handed events): stopping gives every one back
+/// as pending, uncounted, in a few statements rather than 300.
+async fn shutdown_releases_hundreds_of_held_events(inbox: Inbox) {
+    let mut s = Setup::new(inbox).await;
+    s.dest.always(Answer::Hang);
+    let w = pool_with_handoff(&mut s, 1);
+    let running = crate::common::running::start([w]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.event("w/orders", "first", "{}").await;
+    assert_eq!(s.dest.wait_for(1, Duration::from_secs(10)).await.len(), 1);
+    let s = std::sync::Arc::new(s);
+    let mut senders = tokio::task::JoinSet::new();
+    for k in 0..10 {
+        let s = s.clone();
+        senders.spawn(async move {
+            for n in 0..30 {
+                s.event("w/orders", &format!("h{k}-{n}"), "{}").await;
+            }
+        });
+    }
+    while senders.join_next().await.is_some() {}
+    let held = handed(&s);
+    tokio::time::timeout(Duration::from_secs(30), running.stop())
+        .await
+        .expect("the pool stops within its grace and the database deadline");
+    let counts: Vec<(String, i64, i64)> = on!(s.inbox(), pool => {
+        sqlx::query_as(
+            "SELECT status, COUNT(*), CAST(SUM(attempts) AS BIGINT) FROM inbox_events GROUP BY status ORDER BY status",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap()
+    });
+    assert!(held > 250, "only {held} of 301 events were handed over");
+    assert_eq!(
+        counts,
+        [("pending".to_string(), 301, 0)],
+        "every event given back, no attempt counted"
+    );
+}
+
 on_both_backends!(
+    shutdown_releases_hundreds_of_held_events,
     a_burst_past_the_slots_is_handed_over_without_a_claim,
     a_pool_that_stops_taking_is_held_no_more_events_after_a_second,
     handed_over_events_do_not_each_cost_an_empty_claim,
