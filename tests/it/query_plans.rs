@@ -5,8 +5,9 @@
 //! inbox), the completion's plan hash-joins the batch against every leased row and the duplicate
 //! lookup scans the whole inbox, so both cost more as the backlog grows; autovacuum analyzes the
 //! inbox within a minute of its first 50 events, and every plan made after that walks an index
-//! however large the inbox grows (docs/performance.md has the measurements). Claims and inserts
-//! walk an index in every plan.
+//! however large the inbox grows, and however few of its events were leased when it was analyzed
+//! (docs/performance.md has the measurements, rounds 3 and 15). Claims and inserts walk an index
+//! in every plan.
 
 use sqlx::PgPool;
 
