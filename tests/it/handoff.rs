@@ -362,6 +362,23 @@ fn handed(s: &Setup) -> u64 {
         .unwrap_or(0)
 }
 
+/// `senders` concurrent senders each store `each` events of `w/orders` one after another
+/// (`{prefix}{sender}-{n}`); returns once all are stored.
+async fn send_at_once(s: &std::sync::Arc<Setup>, senders: usize, each: usize, prefix: &str) {
+    let mut tasks = tokio::task::JoinSet::new();
+    for k in 0..senders {
+        let (s, prefix) = (s.clone(), prefix.to_string());
+        tasks.spawn(async move {
+            for n in 0..each {
+                s.event("w/orders", &format!("{prefix}{k}-{n}"), "{}").await;
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.expect("a sender panicked");
+    }
+}
+
 /// Two slots, a destination answering in 20 ms, and 40 events arriving at once: until round 15
 /// the receiver held only as many as the slots and stored the rest for claims (each a second
 /// rewrite of its row); now they wait in memory while the pool keeps taking them.
@@ -372,16 +389,7 @@ async fn a_burst_past_the_slots_is_handed_over_without_a_claim(inbox: Inbox) {
     let running = crate::common::running::start([w]);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let s = std::sync::Arc::new(s);
-    let mut senders = tokio::task::JoinSet::new();
-    for k in 0..8 {
-        let s = s.clone();
-        senders.spawn(async move {
-            for n in 0..5 {
-                s.event("w/orders", &format!("b{k}-{n}"), "{}").await;
-            }
-        });
-    }
-    while senders.join_next().await.is_some() {}
+    send_at_once(&s, 8, 5, "b").await;
     let got = s.dest.wait_for(40, Duration::from_secs(20)).await;
     let (found, handed) = (claims(&s, "some"), handed(&s));
     running.stop().await;
@@ -390,11 +398,9 @@ async fn a_burst_past_the_slots_is_handed_over_without_a_claim(inbox: Inbox) {
     assert_eq!(found, 0, "no claim found an event");
 }
 
-/// One slot, held by a destination that never answers: the pool takes one more event to start
-/// next and stops taking. The receiver holds another event per slot whatever the pace, and more
-/// while the pool took one within the last second (`worker::defaults::HANDOFF_MAX_WAIT`); after
-/// that second, new events are stored for a claim in due order instead of waiting in memory.
-async fn a_pool_that_stops_taking_is_held_no_more_events_after_a_second(inbox: Inbox) {
+/// A pool of one slot with the receiver's hand-over, whose destination never answers, running
+/// and holding `first` in that slot.
+async fn one_hung_slot(inbox: Inbox) -> (Setup, crate::common::running::Running) {
     let mut s = Setup::new(inbox).await;
     s.dest.always(Answer::Hang);
     let w = pool_with_handoff(&mut s, 1);
@@ -402,6 +408,15 @@ async fn a_pool_that_stops_taking_is_held_no_more_events_after_a_second(inbox: I
     tokio::time::sleep(Duration::from_millis(300)).await;
     s.event("w/orders", "first", "{}").await;
     assert_eq!(s.dest.wait_for(1, Duration::from_secs(10)).await.len(), 1);
+    (s, running)
+}
+
+/// One slot, held by a destination that never answers: the pool takes one more event to start
+/// next and stops taking. The receiver holds another event per slot whatever the pace, and more
+/// while the pool took one within the last second (`worker::defaults::HANDOFF_MAX_WAIT`); after
+/// that second, new events are stored for a claim in due order instead of waiting in memory.
+async fn a_pool_that_stops_taking_is_held_no_more_events_after_a_second(inbox: Inbox) {
+    let (s, running) = one_hung_slot(inbox).await;
     for id in ["second", "third", "fourth"] {
         s.event("w/orders", id, "{}").await;
     }
@@ -425,24 +440,9 @@ async fn a_pool_that_stops_taking_is_held_no_more_events_after_a_second(inbox: I
 /// at once, within the second the pool keeps being handed events): stopping gives every one back
 /// as pending, uncounted, in a few statements rather than 300.
 async fn shutdown_releases_hundreds_of_held_events(inbox: Inbox) {
-    let mut s = Setup::new(inbox).await;
-    s.dest.always(Answer::Hang);
-    let w = pool_with_handoff(&mut s, 1);
-    let running = crate::common::running::start([w]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    s.event("w/orders", "first", "{}").await;
-    assert_eq!(s.dest.wait_for(1, Duration::from_secs(10)).await.len(), 1);
+    let (s, running) = one_hung_slot(inbox).await;
     let s = std::sync::Arc::new(s);
-    let mut senders = tokio::task::JoinSet::new();
-    for k in 0..10 {
-        let s = s.clone();
-        senders.spawn(async move {
-            for n in 0..30 {
-                s.event("w/orders", &format!("h{k}-{n}"), "{}").await;
-            }
-        });
-    }
-    while senders.join_next().await.is_some() {}
+    send_at_once(&s, 10, 30, "h").await;
     let held = handed(&s);
     tokio::time::timeout(Duration::from_secs(30), running.stop())
         .await
