@@ -11,9 +11,9 @@
 //! A full claim that finds nothing, or fewer events than it asked for, took all that was due.
 //! Until events are stored for a claim (the signal of `inbox::Arrivals`) or a poll interval has
 //! passed (a retry coming due, a lease expiring), another claim would find nothing either: the
-//! pool waits instead. Without this
-//! rule a pool kept busy by handed-over events claimed each time one of them woke it: hundreds
-//! of empty claims a second at 3,400 events/s (docs/performance.md, round 14).
+//! pool waits instead. Without this rule a pool kept busy by handed-over events claimed each time
+//! one of them woke it: hundreds of empty claims a second at 3,400 events/s (docs/performance.md,
+//! round 14).
 
 use crate::inbox::Claimed;
 use chrono::{DateTime, Utc};

@@ -163,9 +163,10 @@ impl Worker {
     }
 
     /// The end through which the receiver of this process stores new events leased to this pool
-    /// while it has room ([`WorkerConfig::handoff_room`]), so that they need no claim. The events it has no place for are stored pending and signal this pool, which wakes
-    /// for them if idle and keeps a quarter of its slots for claims while they wait. Call before
-    /// the worker is cloned or run.
+    /// while it has room ([`WorkerConfig::handoff_room`]), so that they need no claim. The events
+    /// it has no place for are stored pending and signal this pool, which wakes for them if idle
+    /// and keeps a quarter of its slots for claims while they wait. Call before the worker is
+    /// cloned or run.
     pub fn with_handoff(mut self) -> (Self, crate::inbox::Handoff) {
         let cfg = &self.inner.cfg;
         let arrivals = self.inner.arrivals.clone();
