@@ -455,7 +455,9 @@ async fn shutdown_releases_hundreds_of_held_events(inbox: Inbox) {
         .await
         .unwrap()
     });
-    assert!(held > 250, "only {held} of 301 events were handed over");
+    // Most arrive within that second; a slow host may store some pending, which changes nothing
+    // below, but a batch of fewer than a hundred would not be the case this test is for.
+    assert!(held >= 100, "only {held} of 301 events were handed over");
     assert_eq!(
         counts,
         [("pending".to_string(), 301, 0)],
