@@ -207,22 +207,114 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         "a real process was measured: {rss}"
     );
     assert!(stdout.contains("targets held"), "{stdout}");
-    assert!(stdout.contains("pipeline steps: open loop"), "{stdout}");
+    assert!(
+        stdout.contains("pipeline steps (standalone): open loop"),
+        "{stdout}"
+    );
 }
 
-#[test]
-fn bench_measures_the_build_given_with_hookgate() {
-    // A wrapper that notes how it was started, then becomes the real binary.
+/// A wrapper in `dir` that notes the subcommand it was started with in `ran`, then becomes the
+/// real binary: (the wrapper, `ran`).
+fn noting_wrapper(dir: &Path) -> (PathBuf, PathBuf) {
     use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let ran = dir.path().join("ran");
-    let other = dir.path().join("hookgate-other");
+    let ran = dir.join("ran");
+    let other = dir.join("hookgate-other");
     let script = format!(
         "#!/bin/sh\necho \"$1\" >> '{}'\nexec '{BIN}' \"$@\"\n",
         ran.display()
     );
     std::fs::write(&other, script).unwrap();
     std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (other, ran)
+}
+
+#[test]
+fn bench_runs_the_pipeline_split_into_a_receiver_and_a_worker_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let (other, ran) = noting_wrapper(dir.path());
+    let (report, stdout) = bench(&[
+        "--only",
+        "pgbench,pipeline",
+        "--pipeline-topology",
+        "split",
+        "--hookgate",
+        other.to_str().unwrap(),
+        "--events",
+        "300",
+        "--concurrency",
+        "8",
+        "--open-loop-connections",
+        "16",
+        "--pgbench-run",
+        "1s",
+        "--pgbench-runs",
+        "1",
+        "--pipeline-secs",
+        "1s",
+        "--pipeline-steps",
+        "1",
+    ]);
+    // Both roles ran, each a process of its own, for the closed loop and for the step.
+    let started = std::fs::read_to_string(&ran).unwrap_or_default();
+    let count = |role: &str| started.lines().filter(|l| *l == role).count();
+    assert_eq!(
+        (count("standalone"), count("worker")),
+        (2, 2),
+        "{started:?}"
+    );
+
+    let phases = phases(&report);
+    for e in [
+        "split receiver + workers: intake (closed loop)",
+        "split receiver + workers: delivered during it",
+        "split pipeline: highest sustainable rate",
+    ] {
+        assert!(phases.contains(&e), "{e} missing from {phases:?}");
+    }
+    assert!(
+        !phases.contains(&"pipeline: highest sustainable rate"),
+        "{phases:?}"
+    );
+    let steps = report["split_pipeline_steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 1, "{report}");
+    let s = &steps[0];
+    assert!(s["delivered"].as_f64().unwrap() > 0.0, "{s}");
+    // A receiver without workers of its own hands nothing over: every event is claimed.
+    assert_eq!(s["handed_pct"].as_f64().unwrap(), 0.0, "{s}");
+    assert!(s["claims_per_1k"].as_f64().unwrap() > 0.0, "{s}");
+    assert!(s["cpu"]["hookgate_us"].as_f64().unwrap() > 0.0, "{s}");
+    // The target is the standalone product; the split's ratio is a figure beside it.
+    let checks: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["check"].as_str().unwrap())
+        .collect();
+    assert!(
+        !checks.iter().any(|c| c.contains("pipeline sustainable")),
+        "{checks:?}"
+    );
+    let figures: Vec<&str> = report["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["figure"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        figures.contains(&"split pipeline sustainable / pgbench 1-row"),
+        pgbench_installed(),
+        "{figures:?}"
+    );
+    assert!(
+        stdout.contains("pipeline steps (split: receiver and worker processes)"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn bench_measures_the_build_given_with_hookgate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (other, ran) = noting_wrapper(dir.path());
     let path = other.to_str().unwrap();
     let (report, _) = bench(&["--only", "intake", "--events", "200", "--hookgate", path]);
     assert_eq!(report["setup"]["hookgate"], path, "{report}");

@@ -57,6 +57,11 @@ pub struct BenchArgs {
     /// the closed-loop run with the receiver beside them.
     #[arg(long)]
     pub pipeline_start: Option<f64>,
+    /// What the pipeline phase runs: `standalone` (receiver and workers in one process, as a user
+    /// first runs it) or `split` (a receiver and a worker process on one database, as the chart
+    /// deploys them).
+    #[arg(long, value_enum, default_value_t = Topology::Standalone)]
+    pub pipeline_topology: Topology,
     /// The hookgate binary the bench starts as receiver and workers; by default itself. With
     /// another build here, two builds are compared under the same load generator and sink.
     #[arg(long, value_name = "PATH")]
@@ -75,6 +80,15 @@ pub struct BenchArgs {
     /// ran in the same invocation.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = Phase::ALL)]
     pub only: Vec<Phase>,
+}
+
+/// How the pipeline phase deploys receiver and workers.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topology {
+    /// `hookgate standalone`: one process, which hands new events to its own workers.
+    Standalone,
+    /// `hookgate standalone --no-workers` and `hookgate worker`: every event is claimed.
+    Split,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

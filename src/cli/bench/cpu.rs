@@ -1,5 +1,5 @@
-//! Where a pipeline step's CPU went, per accepted event: the `hookgate` child (receiver and
-//! workers), the bench process (load generator and sink), and the rest of the machine, which on a
+//! Where a pipeline step's CPU went, per accepted event: the `hookgate` children (receiver and
+//! workers, in one process or two), the bench process (load generator and sink), and the rest of the machine, which on a
 //! bench run on one box is PostgreSQL. Read from Linux's `/proc` counters before and after the
 //! load; on other systems the figures are absent.
 //!
@@ -30,10 +30,14 @@ pub struct PerEvent {
     pub busy_pct: f64,
 }
 
-/// The counters now; `None` when `/proc` cannot be read (not Linux, or the child is gone).
-pub fn sample(child_pid: u32) -> Option<Sample> {
+/// The counters now, `children` counted together as hookgate's; `None` when `/proc` cannot be
+/// read (not Linux, or a child is gone).
+pub fn sample(children: &[u32]) -> Option<Sample> {
     let (busy, total) = machine(&std::fs::read_to_string("/proc/stat").ok()?)?;
-    let child = process(&std::fs::read_to_string(format!("/proc/{child_pid}/stat")).ok()?)?;
+    let mut child = 0;
+    for pid in children {
+        child += process(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
+    }
     let me = process(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
     Some(Sample {
         busy,
@@ -99,6 +103,21 @@ mod tests {
         let stat = "4242 (tokio (rt) 1) S 1 4242 4242 0 -1 4194304 10 0 0 0 731 269 0 0 20 0 8";
         assert_eq!(process(stat), Some(1000));
         assert_eq!(process("4242 (x) S 1"), None);
+    }
+
+    #[test]
+    fn every_child_given_is_counted() {
+        // Some CPU of this process's own first, so that its counter is not zero.
+        let me = std::process::id();
+        let mut x = 0u64;
+        while process(&std::fs::read_to_string("/proc/self/stat").unwrap()).unwrap() == 0 {
+            x = x.wrapping_mul(31).wrapping_add(7);
+        }
+        std::hint::black_box(x);
+        let once = sample(&[me]).unwrap();
+        let twice = sample(&[me, me]).unwrap();
+        assert!(once.child > 0);
+        assert!(twice.child >= 2 * once.child, "{once:?} {twice:?}");
     }
 
     #[test]

@@ -16,7 +16,7 @@ pub async fn run(
     anchors: &Anchors,
     report: &mut Report,
 ) -> anyhow::Result<()> {
-    let receiver = env.spawn_receiver()?;
+    let receiver = env.spawn_receiver(None)?;
     receiver.wait_ready().await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let idle_rss = receiver.rss_kib()?;

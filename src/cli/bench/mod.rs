@@ -9,6 +9,7 @@
 mod args;
 mod ceiling;
 mod cpu;
+mod deployment;
 mod fields;
 mod intake;
 mod load;
@@ -109,7 +110,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         env.analyze().await?;
         let pending = env.pending().await?;
         eprintln!("bench: worker delivery of {pending} events to a local sink");
-        let workers = env.spawn_workers(args.worker_concurrency)?;
+        let workers = env.spawn_workers(args.worker_concurrency, None)?;
         let delivered = sink
             .wait_for(pending as usize, Duration::from_secs(120))
             .await

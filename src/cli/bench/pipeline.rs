@@ -1,5 +1,6 @@
-//! The pipeline: `hookgate standalone` with its workers, as a user first runs it, delivering to a
-//! sink that answers at once. First a closed loop (the receiver as fast as it answers, the workers
+//! The pipeline: `hookgate standalone` with its workers, as a user first runs it (or, with
+//! `--pipeline-topology split`, a receiver and a worker process as the chart deploys them),
+//! delivering to a sink that answers at once. First a closed loop (the receiver as fast as it answers, the workers
 //! delivering beside it), then open loops at fixed rates searching for the highest rate the whole
 //! product sustains: every event accepted, the backlog at the end under one second of traffic,
 //! and completion latency p99 (scheduled send → `processed_at`) within a second.
@@ -9,13 +10,14 @@
 //! empty inbox and a fresh process, so that no step inherits the last one's backlog.
 
 use super::BenchArgs;
+use super::args::Topology;
 use super::cpu;
+use super::deployment::Deployment;
 use super::load;
 use super::open_loop::{self, Pace};
 use super::requests;
-use super::scrape;
 use super::search::{self, LATENCY_LIMIT, Step};
-use super::setup::{Child, Env};
+use super::setup::Env;
 use super::sink::Counter;
 use super::stats::{Report, Row, Run};
 use anyhow::Context;
@@ -40,14 +42,18 @@ pub async fn run(
     let sink = Counter::start().await?;
     env.write_manifests(sink.url())?;
 
-    eprintln!("bench: receiver + workers (standalone), closed loop");
+    let topology = args.pipeline_topology;
+    eprintln!(
+        "bench: receiver + workers ({}), closed loop",
+        topology.label()
+    );
     let (intake, delivered) = closed_loop(args, env, &sink).await?;
     report.push(Row::throughput(
-        "receiver + workers: intake (closed loop)",
+        &named(topology, "receiver + workers: intake (closed loop)"),
         &intake,
     ));
     report.push(Row::rate(
-        "receiver + workers: delivered during it",
+        &named(topology, "receiver + workers: delivered during it"),
         delivered,
     ));
 
@@ -74,42 +80,51 @@ pub async fn run(
     }
     let best = search::best(&tried);
     report.push(Row::rate(
-        "pipeline: highest sustainable rate",
+        &named(topology, "pipeline: highest sustainable rate"),
         best.unwrap_or(0.0),
     ));
     if best.is_none() && !tried.is_empty() {
         report.note(format!(
-            "pipeline: none of the {} rates tried was sustainable (lowest {:.0}/s)",
+            "{}: none of the {} rates tried was sustainable (lowest {:.0}/s)",
+            named(topology, "pipeline"),
             tried.len(),
             tried.iter().map(|t| t.0).fold(f64::INFINITY, f64::min)
         ));
     }
     report.section(
-        "pipeline_steps",
+        &named(topology, "pipeline_steps").replace(' ', "_"),
         table(args, &steps),
         serde_json::to_value(&steps)?,
     );
-    match anchor {
-        Some(one_row) => report.ratio(
-            "pipeline sustainable / pgbench 1-row",
-            best.unwrap_or(0.0) / one_row,
-            0.5,
-        ),
-        None => report
-            .note("pipeline sustainable / pgbench 1-row not checked: pgbench did not run".into()),
+    let ratio = named(topology, "pipeline sustainable / pgbench 1-row");
+    match (anchor, topology) {
+        // The target is the product as a user first runs it; the split is measured beside it.
+        (Some(one_row), Topology::Standalone) => {
+            report.ratio(&ratio, best.unwrap_or(0.0) / one_row, 0.5)
+        }
+        (Some(one_row), Topology::Split) => report.figure(&ratio, best.unwrap_or(0.0) / one_row),
+        (None, _) => report.note(format!("{ratio} not checked: pgbench did not run")),
     }
     Ok(())
 }
 
-/// A fresh inbox and a fresh `hookgate standalone`, its connections and claims warmed up.
-async fn start(args: &BenchArgs, env: &Env, sink: &Counter) -> anyhow::Result<Child> {
+/// `name` as the report gives it for `topology`: the standalone rows keep the names earlier
+/// reports used.
+fn named(topology: Topology, name: &str) -> String {
+    match topology {
+        Topology::Standalone => name.to_string(),
+        Topology::Split => format!("split {name}"),
+    }
+}
+
+/// A fresh inbox and fresh hookgate processes, their connections and claims warmed up.
+async fn start(args: &BenchArgs, env: &Env, sink: &Counter) -> anyhow::Result<Deployment> {
     env.reset().await?;
-    let child = env.spawn_standalone(args.worker_concurrency)?;
-    child.wait_ready().await?;
+    let child = Deployment::start(env, args.pipeline_topology, args.worker_concurrency).await?;
     let n = args.events.min(1000);
     let warmup = env.signed_requests(WARMUP_FROM, n)?;
     let before = sink.count();
-    load::closed_loop(child.addr, &warmup, args.concurrency)
+    load::closed_loop(child.addr(), &warmup, args.concurrency)
         .await?
         .expect_all(200, false, "pipeline warm-up")?;
     sink.wait_for(before + n, Duration::from_secs(60))
@@ -133,7 +148,7 @@ async fn closed_loop(args: &BenchArgs, env: &Env, sink: &Counter) -> anyhow::Res
     signer.sign(0)?; // fails here, not in the middle of the load
     let before = sink.count();
     let out = load::closed_loop_for(
-        child.addr,
+        child.addr(),
         &Arc::new(signer),
         args.concurrency,
         Some(args.pipeline_secs),
@@ -162,12 +177,13 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
         },
     );
     let before = sink.count();
-    let counted_before = counted(&child).await;
-    let cpu_before = cpu::sample(child.pid());
-    let out = open_loop::open_loop(child.addr, &signer, args.open_loop_connections, pace).await?;
-    let cpu_after = cpu::sample(child.pid());
+    let counted_before = child.counted().await;
+    let cpu_before = cpu::sample(&child.pids());
+    let out = open_loop::open_loop(child.addr(), &signer, args.open_loop_connections, pace).await?;
+    let cpu_after = cpu::sample(&child.pids());
     // [handed over, claims] during the load.
-    let counted = counted(&child)
+    let counted = child
+        .counted()
         .await
         .zip(counted_before)
         .map(|(after, before)| [after[0] - before[0], after[1] - before[1]]);
@@ -214,14 +230,6 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
             .filter(|_| out.fresh(200) > 0)
             .map(|[_, c]| 1000.0 * c / out.fresh(200) as f64),
     })
-}
-
-/// Events the child handed over at intake so far, and its workers' claims; `None` when its
-/// counters cannot be read.
-async fn counted(child: &Child) -> Option<[f64; 2]> {
-    scrape::counters(child.admin?, [scrape::HANDED_OVER, scrape::CLAIMS])
-        .await
-        .ok()
 }
 
 /// `processed_at` of events `0..n` (`None`: not processed yet, or never stored).
@@ -278,12 +286,14 @@ fn table(args: &BenchArgs, steps: &[Step]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "pipeline steps: open loop, {:?} each; sustainable = all accepted, pending < 1 s of traffic, done p99 <= 1 s; \
+        "pipeline steps ({}): open loop, {:?} each; sustainable = all accepted, pending < 1 s of traffic, done p99 <= 1 s; \
          conns = connections the load generator needed (up to {} as answers took longer); \
          CPU µs per accepted event during the load: hookgate, the bench (load generator and sink), the rest of the machine (PostgreSQL); busy = of all cores; \
          handed = accepted events the receiver handed over to the workers of its process (no claim); \
          claims/1k = the workers' claims (found events or not) per 1,000 accepted events",
-        args.pipeline_secs, args.open_loop_connections
+        args.pipeline_topology.label(),
+        args.pipeline_secs,
+        args.open_loop_connections
     );
     let _ = writeln!(
         out,

@@ -188,15 +188,16 @@ spec:
         Ok(())
     }
 
-    /// `hookgate standalone --no-workers` on a free loopback port, logging at the default level.
-    pub fn spawn_receiver(&self) -> anyhow::Result<Child> {
+    /// `hookgate standalone --no-workers` on a free loopback port, logging at the default level,
+    /// with an admin port when `admin` (for its counters).
+    pub fn spawn_receiver(&self, admin: Option<SocketAddr>) -> anyhow::Result<Child> {
         let addr = free_port()?;
         let listen = addr.to_string();
         self.spawn(
             "receiver",
             &["standalone", "--no-workers", "--listen", &listen],
             addr,
-            None,
+            admin,
         )
     }
 
@@ -213,13 +214,19 @@ spec:
         )
     }
 
-    pub fn spawn_workers(&self, concurrency: usize) -> anyhow::Result<Child> {
+    /// `hookgate worker`; with `admin`, it serves its admin port there, which is then the address
+    /// [`Child::wait_ready`] waits for (a worker listens for nothing else).
+    pub fn spawn_workers(
+        &self,
+        concurrency: usize,
+        admin: Option<SocketAddr>,
+    ) -> anyhow::Result<Child> {
         let n = concurrency.to_string();
         self.spawn(
             "worker",
             &["worker", "--concurrency", &n],
-            ([127, 0, 0, 1], 0).into(),
-            None,
+            admin.unwrap_or(([127, 0, 0, 1], 0).into()),
+            admin,
         )
     }
 

@@ -1,0 +1,80 @@
+//! What the pipeline phase runs against: `hookgate standalone` with its workers in one process, as
+//! a user first runs it, or the chart's split, a receiver without workers and a `hookgate worker`
+//! process on the same database. A split receiver cannot hand an event to a worker (the body is in
+//! its own memory), so every event is stored `pending` and claimed: the figures of the two show
+//! what the chart's topology costs on the same machine.
+
+use super::args::Topology;
+use super::scrape;
+use super::setup::{Child, Env, free_port};
+use std::net::SocketAddr;
+
+/// The hookgate processes of one pipeline step; killed when dropped.
+pub struct Deployment {
+    receiver: Child,
+    workers: Option<Child>,
+}
+
+impl Deployment {
+    /// Started and listening; both processes serve their admin port for their counters.
+    pub async fn start(env: &Env, topology: Topology, concurrency: usize) -> anyhow::Result<Self> {
+        let out = match topology {
+            Topology::Standalone => Self {
+                receiver: env.spawn_standalone(concurrency)?,
+                workers: None,
+            },
+            Topology::Split => Self {
+                receiver: env.spawn_receiver(Some(free_port()?))?,
+                workers: Some(env.spawn_workers(concurrency, Some(free_port()?))?),
+            },
+        };
+        for child in out.children() {
+            child.wait_ready().await?;
+        }
+        Ok(out)
+    }
+
+    /// Where the load is sent.
+    pub fn addr(&self) -> SocketAddr {
+        self.receiver.addr
+    }
+
+    pub fn pids(&self) -> Vec<u32> {
+        self.children().map(Child::pid).collect()
+    }
+
+    /// Events handed over at intake and the workers' claims, summed over the processes; `None`
+    /// when a counter cannot be read.
+    pub async fn counted(&self) -> Option<[f64; 2]> {
+        let mut sum = [0.0; 2];
+        for child in self.children() {
+            let got = scrape::counters(child.admin?, [scrape::HANDED_OVER, scrape::CLAIMS])
+                .await
+                .ok()?;
+            sum[0] += got[0];
+            sum[1] += got[1];
+        }
+        Some(sum)
+    }
+
+    pub fn stop(self) {
+        self.receiver.stop();
+        if let Some(w) = self.workers {
+            w.stop();
+        }
+    }
+
+    fn children(&self) -> impl Iterator<Item = &Child> {
+        std::iter::once(&self.receiver).chain(self.workers.as_ref())
+    }
+}
+
+impl Topology {
+    /// How the bench's lines and rows name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Topology::Standalone => "standalone",
+            Topology::Split => "split: receiver and worker processes",
+        }
+    }
+}
