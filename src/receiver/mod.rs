@@ -121,11 +121,11 @@ impl Receiver {
 
     /// Stores new events already leased to the workers at the other end of `handoff` while they
     /// have room, and hands them over once committed, instead of leaving them for a claim. The
-    /// events it has no place for are stored pending, and the workers told of them.
+    /// events it has no place for are stored pending, and the workers told of them: its own
+    /// through the hand-over, other processes' (`hookgate worker` beside a receiver that
+    /// delivers) by the notification as without a hand-over.
     pub fn with_handoff(mut self, handoff: crate::inbox::Handoff) -> Self {
         self.handoff = Some(handoff);
-        // Its workers are told through the hand-over; other processes' claim what is left.
-        self.notifier = None;
         self
     }
 

@@ -1,12 +1,13 @@
 //! Workers in another process than the receiver (the chart's split, or `hookgate worker` beside
-//! `hookgate standalone --no-workers`) wake when the receiver stores an event, through
+//! `hookgate standalone --no-workers`) wake when the receiver stores an event for a claim, also
+//! when the receiver hands events to workers of its own and had no room for this one, through
 //! PostgreSQL's LISTEN/NOTIFY, instead of at their next poll; and keep doing so after their
 //! listening connection is killed. Each pool here polls once an hour, so an event delivered within
 //! seconds was found through a notification. PostgreSQL only: SQLite has no such channel, and its
 //! workers share the receiver's process.
 
 use crate::worker::{Setup, cfg};
-use hookgate::inbox::Inbox;
+use hookgate::inbox::{Arrivals, HandoffRoom, Inbox, handoff};
 use hookgate::worker::WorkerConfig;
 use std::time::Duration;
 
@@ -69,4 +70,35 @@ async fn a_worker_of_another_process_wakes_for_a_new_event_and_after_losing_its_
     let got = s.dest.wait_for(2, Duration::from_secs(5)).await;
     running.stop().await;
     assert_eq!(got.len(), 2, "not woken after the listener reconnected");
+}
+
+/// `hookgate receiver --with-workers` (or `standalone`) beside `hookgate worker` pods: what the
+/// receiver has no room to hand over is stored for a claim, and the other pods hear of it.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_receiver_that_hands_over_still_wakes_other_processes_for_what_it_could_not(
+    pool: sqlx::PgPool,
+) {
+    let mut s = Setup::new(Inbox::Postgres(pool.clone())).await;
+    // The receiver's own pool never takes a place: every event goes to a claim.
+    let no_room = HandoffRoom {
+        slots: 0,
+        events: 0,
+        body_bytes: 0,
+        max_wait: Duration::from_secs(1),
+    };
+    let (end, mut handed) = handoff(no_room, Duration::from_secs(60), Arrivals::default());
+    s.h.receiver = s.h.receiver.clone().with_handoff(end);
+    let running = crate::common::running::start([separate_worker(&s)]);
+    wait_listening(&pool, None).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    s.event("w/orders", "r-1", "{}").await;
+    let got = s.dest.wait_for(1, Duration::from_secs(5)).await;
+    running.stop().await;
+    assert!(handed.try_recv().is_none(), "nothing was handed over");
+    assert_eq!(
+        got.len(),
+        1,
+        "the other process's worker was not woken by the receiver's notification"
+    );
 }
