@@ -52,7 +52,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Receiver(a) => {
             let db = a.db.limits()?;
+            let worker = a.worker_config(crate::worker::resolver::in_pod(), db)?;
             let cfg = crate::run::receiver::Config {
+                worker,
                 listen: a.listen,
                 admin_listen: admin_addr(&a.admin_listen)?,
                 database_url: a.database_url,

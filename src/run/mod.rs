@@ -19,3 +19,21 @@ pub async fn kube_client() -> Result<kube::Client> {
         .await
         .map_err(Error::KubeConnect)
 }
+
+/// One shutdown for the several tasks of a role: a receiver of it for each task, each waited on
+/// with [`stopped`].
+fn fan_out(
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> tokio::sync::watch::Receiver<bool> {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    });
+    stopped
+}
+
+/// Resolves once the shutdown given to [`fan_out`] has.
+async fn stopped(mut rx: tokio::sync::watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}

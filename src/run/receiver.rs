@@ -1,7 +1,9 @@
-//! `hookgate receiver` in a cluster: serve webhooks on routes compiled by the controller.
+//! `hookgate receiver` in a cluster: serve webhooks on routes compiled by the controller, and
+//! with `--with-workers` deliver them too, handed over in memory like `hookgate standalone`.
 
 use super::route_watch::watch_routes;
 use crate::receiver::Receiver;
+use crate::worker::Worker;
 
 /// Settings of `hookgate receiver`.
 #[derive(Debug, Clone)]
@@ -21,6 +23,8 @@ pub struct Config {
     /// Proxies in front that append to `X-Forwarded-For` (`spec.sourceRanges`).
     pub trusted_proxies: u8,
     pub db: crate::inbox::DbLimits,
+    /// Workers in this process, which the receiver hands its new events to (`--with-workers`).
+    pub worker: Option<crate::worker::WorkerConfig>,
 }
 
 /// Serves webhooks from the routes the controller compiles, until `shutdown` resolves.
@@ -33,7 +37,7 @@ pub async fn run(
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
     let receiver = Receiver::new(
         crate::route::RouteTable::default(),
-        inbox,
+        inbox.clone(),
         metrics.clone(),
         cfg.commit,
     )
@@ -42,9 +46,23 @@ pub async fn run(
     .with_refusal_log_rps(cfg.refusal_log_rps)
     .with_trusted_proxies(cfg.trusted_proxies)
     .awaiting_routes();
+    // Catch-up stays with `hookgate worker`: these workers deliver what this receiver takes in,
+    // and claim like any worker when it has nothing to hand over.
+    let (worker, receiver) = match cfg.worker.clone() {
+        Some(w) => {
+            let worker = Worker::new(inbox.clone(), Default::default(), w, metrics.clone())
+                .awaiting_targets();
+            let (worker, handoff) = worker.with_handoff();
+            (Some(worker), receiver.with_handoff(handoff))
+        }
+        None => (None, receiver),
+    };
     let watch = tokio::spawn({
-        let receiver = receiver.clone();
+        let (receiver, worker) = (receiver.clone(), worker.clone());
         watch_routes(client, cfg.namespace.clone(), move |table| {
+            if let Some(w) = &worker {
+                w.swap_targets(crate::worker::targets(&table));
+            }
             receiver.swap_routes(table)
         })
     });
@@ -62,14 +80,28 @@ pub async fn run(
         .await
         .map_err(crate::http::Error::bind(cfg.listen))?;
     tracing::info!(addr = %cfg.listen, namespace = %cfg.namespace, "receiver listening; routes come from compiled route Secrets");
+    let stopped = super::fan_out(shutdown);
+    let signal = super::stopped;
+    let workers = worker.map(|worker| {
+        tracing::info!(
+            concurrency = cfg.worker.as_ref().map(|w| w.concurrency),
+            "workers running beside the receiver"
+        );
+        let rx = stopped.clone();
+        tokio::spawn(async move { worker.run(signal(rx)).await })
+    });
     let served = crate::http::listener::serve_counting(
         listener,
         receiver.router(),
         cfg.listener,
         receiver.on_shed(),
-        shutdown,
+        signal(stopped),
     )
     .await;
+    // The workers finish or release what they hold, the events handed over included.
+    if let Some(w) = workers {
+        let _ = w.await;
+    }
     watch.abort();
     pruner.abort();
     receiver.flush_key_use().await;

@@ -109,14 +109,8 @@ pub async fn run(
         let limits = crate::http::listener::Limits::admin(cfg.listener.header_timeout);
         crate::http::admin::spawn(addr, metrics.clone(), ready, limits).await?;
     }
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop.send(true);
-    });
-    let signal = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
+    let stopped = super::fan_out(shutdown);
+    let signal = super::stopped;
     if let Some(w) = &cfg.worker {
         tracing::info!(concurrency = w.concurrency, "workers running");
     }

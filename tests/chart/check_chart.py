@@ -732,6 +732,45 @@ def scenario_trusted_proxies(helm, chart):
         R.check(f"{label}: {name}", rc != 0 and "trustedProxies" in err, f"rc={rc} stderr={err.strip()[-300:]}")
 
 
+def scenario_receiver_workers(helm, chart):
+    label = "receiver.workers"
+    objs = helm.objects("--set", f"database.url={DB_URL}", "--set", "networkPolicy.enabled=true")
+    recv = container(objs, "receiver")
+    R.check(f"{label}: off by default, the receivers do not deliver",
+            "--with-workers" not in recv["args"] and not flag(recv["args"], "--concurrency"), recv["args"])
+    egress = objs.get("NetworkPolicy", f"{FULL}-receiver")["spec"]["egress"]
+    R.check(f"{label}: off, the receivers get no delivery egress", {} not in egress and len(egress) == 3, egress)
+    R.check(f"{label}: off, the receivers keep their own grace period",
+            deployment(objs, "receiver")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 30)
+
+    objs = helm.objects("--set", f"database.url={DB_URL}", "--set", "networkPolicy.enabled=true",
+                        "--set", "receiver.workers.enabled=true", "--set", "receiver.workers.concurrency=16",
+                        "--set", "receiver.workers.handoffEvents=1024",
+                        "--set", "worker.destinations.mode=namespace",
+                        "--set", "worker.destinations.allowedHosts[0]=api.partner.example",
+                        "--set", "networkPolicy.delivery.to[0].ipBlock.cidr=203.0.113.0/24",
+                        "--set", "networkPolicy.delivery.ports[0]=443")
+    args = container(objs, "receiver")["args"]
+    R.check(f"{label}: on, the receivers run workers with their own slots and room",
+            "--with-workers" in args and flag(args, "--concurrency") == ["16"]
+            and flag(args, "--handoff-events") == ["1024"], args)
+    work = container(objs, "worker")["args"]
+    for f in ("--lease", "--poll", "--grace", "--destinations", "--cluster-domain", "--allow-destination-host"):
+        R.check(f"{label}: on, the receivers' workers take the workers' {f}",
+                flag(args, f) == flag(work, f) and flag(args, f), (flag(args, f), flag(work, f)))
+    R.check(f"{label}: on, the receivers' grace covers their workers' (worker.graceSeconds + 15)",
+            deployment(objs, "receiver")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 45)
+    pols = {role: objs.get("NetworkPolicy", f"{FULL}-{role}")["spec"]["egress"] for role in ("receiver", "worker")}
+    delivery = [r for r in pols["worker"] if allows(r, "203.0.113.7") and r.get("ports") == [{"port": 443, "protocol": "TCP"}]]
+    R.check(f"{label}: on, the receivers get exactly the workers' delivery egress",
+            len(delivery) == 1 and delivery[0] in pols["receiver"] and len(pols["receiver"]) == 4, pols)
+    for name, value in [("no slots fails (schema)", "receiver.workers.concurrency=0"),
+                        ("a negative room fails (schema)", "receiver.workers.handoffEvents=-1"),
+                        ("a typo'd key fails (schema)", "receiver.workers.enable=true")]:
+        rc, _, err = helm.template("--set", f"database.url={DB_URL}", "--set", value)
+        R.check(f"{label}: {name}", rc != 0 and "workers" in err, f"rc={rc} stderr={err.strip()[-300:]}")
+
+
 def rule_alerts(objs):
     """{alert name: rule} of the release's PrometheusRule, or None when it is not rendered."""
     pr = objs.get("PrometheusRule", FULL)
@@ -886,7 +925,7 @@ def scenario_values_documented(chart):
     R.check("schema: every key in values.yaml is declared", not undeclared, undeclared)
     R.check(f"schema: typed levels refuse unknown keys ({len(closed)} levels)",
             {"(top)", "image.", "database.", "controller.", "receiver.", "worker.", "ingress.",
-             "networkPolicy.", "metrics.", "receiver.autoscaling.", "worker.probes.",
+             "networkPolicy.", "metrics.", "receiver.autoscaling.", "receiver.workers.", "worker.probes.",
              "worker.destinations."} <= set(closed), closed)
     lines = text.splitlines()
     undocumented = []
@@ -927,6 +966,7 @@ def cmd_render(args):
     scenario_toggles(helm, args.chart)
     scenario_destinations(helm, args.chart)
     scenario_trusted_proxies(helm, args.chart)
+    scenario_receiver_workers(helm, args.chart)
     scenario_prometheus_rule(helm, args.chart, registered_metrics(args.metrics))
     scenario_failures(helm, args.chart)
     return R.finish()

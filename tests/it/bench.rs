@@ -228,15 +228,16 @@ fn noting_wrapper(dir: &Path) -> (PathBuf, PathBuf) {
     (other, ran)
 }
 
-#[test]
-fn bench_runs_the_pipeline_split_into_a_receiver_and_a_worker_process() {
+/// `--pipeline-topology split` (or `split-delivering`) at a tiny size: both roles start as
+/// processes of their own, the rows carry the topology, the standalone target is not checked.
+fn bench_split(topology: &str) -> (Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let (other, ran) = noting_wrapper(dir.path());
     let (report, stdout) = bench(&[
         "--only",
         "pgbench,pipeline",
         "--pipeline-topology",
-        "split",
+        topology,
         "--hookgate",
         other.to_str().unwrap(),
         "--events",
@@ -265,23 +266,21 @@ fn bench_runs_the_pipeline_split_into_a_receiver_and_a_worker_process() {
 
     let phases = phases(&report);
     for e in [
-        "split receiver + workers: intake (closed loop)",
-        "split receiver + workers: delivered during it",
-        "split pipeline: highest sustainable rate",
+        "receiver + workers: intake (closed loop)",
+        "receiver + workers: delivered during it",
+        "pipeline: highest sustainable rate",
     ] {
-        assert!(phases.contains(&e), "{e} missing from {phases:?}");
+        let e = format!("{topology} {e}");
+        assert!(phases.contains(&e.as_str()), "{e} missing from {phases:?}");
+        let standalone = e.split_once(' ').unwrap().1;
+        assert!(!phases.contains(&standalone), "{phases:?}");
     }
-    assert!(
-        !phases.contains(&"pipeline: highest sustainable rate"),
-        "{phases:?}"
-    );
-    let steps = report["split_pipeline_steps"].as_array().unwrap();
+    let steps = report[format!("{}_pipeline_steps", topology.replace('-', "_"))]
+        .as_array()
+        .unwrap_or_else(|| panic!("{report}"));
     assert_eq!(steps.len(), 1, "{report}");
     let s = &steps[0];
     assert!(s["delivered"].as_f64().unwrap() > 0.0, "{s}");
-    // A receiver without workers of its own hands nothing over: every event is claimed.
-    assert_eq!(s["handed_pct"].as_f64().unwrap(), 0.0, "{s}");
-    assert!(s["claims_per_1k"].as_f64().unwrap() > 0.0, "{s}");
     assert!(s["cpu"]["hookgate_us"].as_f64().unwrap() > 0.0, "{s}");
     // The target is the standalone product; the split's ratio is a figure beside it.
     let checks: Vec<&str> = report["checks"]
@@ -300,15 +299,33 @@ fn bench_runs_the_pipeline_split_into_a_receiver_and_a_worker_process() {
         .iter()
         .map(|f| f["figure"].as_str().unwrap())
         .collect();
+    let ratio = format!("{topology} pipeline sustainable / pgbench 1-row");
     assert_eq!(
-        figures.contains(&"split pipeline sustainable / pgbench 1-row"),
+        figures.contains(&ratio.as_str()),
         pgbench_installed(),
         "{figures:?}"
     );
     assert!(
-        stdout.contains("pipeline steps (split: receiver and worker processes)"),
+        stdout.contains(&format!("pipeline steps ({topology}: ")),
         "{stdout}"
     );
+    (s.clone(), stdout)
+}
+
+#[test]
+fn bench_runs_the_pipeline_split_into_a_receiver_and_a_worker_process() {
+    let (step, _) = bench_split("split");
+    // A receiver without workers of its own hands nothing over: every event is claimed.
+    assert_eq!(step["handed_pct"].as_f64().unwrap(), 0.0, "{step}");
+    assert!(step["claims_per_1k"].as_f64().unwrap() > 0.0, "{step}");
+}
+
+#[test]
+fn bench_runs_the_pipeline_with_a_receiver_that_delivers_beside_a_worker_process() {
+    let (step, _) = bench_split("split-delivering");
+    // Its receiver hands events to its own workers, the worker process beside it.
+    let handed = step["handed_pct"].as_f64().unwrap();
+    assert!(handed > 0.0 && handed <= 100.0, "{step}");
 }
 
 #[test]

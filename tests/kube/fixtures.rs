@@ -278,8 +278,13 @@ impl Role {
     }
 
     pub fn receiver(server: &ApiServer, r: &Release) -> Role {
+        Role::receiver_with(server, r, &[])
+    }
+
+    /// A receiver with `extra` flags (`--with-workers`), as the receiver's ServiceAccount.
+    pub fn receiver_with(server: &ApiServer, r: &Release, extra: &[&str]) -> Role {
         let port = free_port();
-        let args = [
+        let mut args = vec![
             "receiver".to_string(),
             "--namespace".into(),
             r.namespace.clone(),
@@ -288,6 +293,7 @@ impl Role {
             "--listen".into(),
             format!("127.0.0.1:{port}"),
         ];
+        args.extend(extra.iter().map(|a| a.to_string()));
         let kc = r.kubeconfig(server, "receiver");
         let mut role = Role::start(server, &kc, "receiver", &args);
         role.listen = Some(port);
@@ -313,6 +319,12 @@ impl Role {
             "http://127.0.0.1:{}",
             self.listen.expect("a listening role")
         )
+    }
+
+    /// Its admin port's `/metrics`.
+    pub async fn metrics(&self) -> String {
+        let url = format!("http://127.0.0.1:{}/metrics", self.admin);
+        reqwest::get(&url).await.unwrap().text().await.unwrap()
     }
 
     pub fn logs(&self) -> String {

@@ -14,6 +14,7 @@ mod destination;
 mod procs;
 
 mod crd;
+mod delivering_receiver;
 mod fixtures;
 mod harness;
 mod helm;

@@ -84,14 +84,8 @@ pub struct StandaloneArgs {
     /// Run the receiver only (deliver with `hookgate worker -f` elsewhere).
     #[arg(long)]
     pub no_workers: bool,
-    /// New events the receiver may hold for the workers of this process, stored leased and
-    /// handed over from memory without a claim while they wait for a slot (0: none; 0-1000000).
-    /// Past the workers' slots, only while the workers keep taking them within a second.
-    #[arg(long, default_value_t = crate::worker::defaults::HANDOFF_EVENTS, env = "HOOKGATE_HANDOFF_EVENTS")]
-    pub handoff_events: usize,
-    /// The most body bytes of the events held for the workers (default 32 MiB).
-    #[arg(long, default_value_t = crate::worker::defaults::HANDOFF_BYTES, env = "HOOKGATE_HANDOFF_BYTES")]
-    pub handoff_bytes: usize,
+    #[command(flatten)]
+    pub handoff: HandoffArgs,
     #[command(flatten)]
     pub commit: CommitArgs,
     #[command(flatten)]
@@ -111,6 +105,29 @@ impl StandaloneArgs {
         if self.no_workers {
             return Ok(None);
         }
+        self.handoff.apply(self.worker.config(db)?).map(Some)
+    }
+}
+
+/// How many new events a receiver holds for the workers of its own process.
+#[derive(Args, Debug, Clone)]
+pub struct HandoffArgs {
+    /// New events the receiver may hold for the workers of this process, stored leased and
+    /// handed over from memory without a claim while they wait for a slot (0: none; 0-1000000).
+    /// Past the workers' slots, only while the workers keep taking them within a second.
+    #[arg(long, default_value_t = crate::worker::defaults::HANDOFF_EVENTS, env = "HOOKGATE_HANDOFF_EVENTS")]
+    pub handoff_events: usize,
+    /// The most body bytes of the events held for the workers (default 32 MiB).
+    #[arg(long, default_value_t = crate::worker::defaults::HANDOFF_BYTES, env = "HOOKGATE_HANDOFF_BYTES")]
+    pub handoff_bytes: usize,
+}
+
+impl HandoffArgs {
+    /// `cfg` with this hand-over room, once its bounds are checked.
+    fn apply(
+        &self,
+        mut cfg: crate::worker::WorkerConfig,
+    ) -> anyhow::Result<crate::worker::WorkerConfig> {
         let max = crate::worker::defaults::MAX_HANDOFF_EVENTS;
         if self.handoff_events > max {
             anyhow::bail!(
@@ -118,10 +135,9 @@ impl StandaloneArgs {
                 self.handoff_events
             );
         }
-        let mut cfg = self.worker.config(db)?;
         cfg.handoff_events = self.handoff_events;
         cfg.handoff_bytes = self.handoff_bytes;
-        Ok(Some(cfg))
+        Ok(cfg)
     }
 }
 
@@ -158,12 +174,37 @@ pub struct ReceiverArgs {
     /// The namespace holding compiled route Secrets (the receiver's own).
     #[arg(long, env = "POD_NAMESPACE")]
     pub namespace: String,
+    /// Also deliver: run workers in this process, to which the receiver hands its new events
+    /// without a claim (the worker flags below apply). `hookgate worker` pods still deliver what
+    /// the receivers have no room for, retries, and the events of a receiver that stopped.
+    #[arg(long)]
+    pub with_workers: bool,
+    #[command(flatten)]
+    pub handoff: HandoffArgs,
     #[command(flatten)]
     pub commit: CommitArgs,
     #[command(flatten)]
     pub listener: ListenerArgs,
     #[command(flatten)]
     pub db: DbArgs,
+    #[command(flatten)]
+    pub worker: WorkerArgs,
+}
+
+impl ReceiverArgs {
+    /// With `--with-workers`, its workers' settings as a cluster worker's (`in_pod`: refuse
+    /// loopback destinations), with the hand-over; `None` otherwise.
+    pub(crate) fn worker_config(
+        &self,
+        in_pod: bool,
+        db: crate::inbox::DbLimits,
+    ) -> anyhow::Result<Option<crate::worker::WorkerConfig>> {
+        if !self.with_workers {
+            return Ok(None);
+        }
+        let cfg = self.worker.cluster_config(in_pod, db)?;
+        self.handoff.apply(cfg).map(Some)
+    }
 }
 
 /// `hookgate worker`: the delivery workers alone, against a shared database.

@@ -192,3 +192,52 @@ fn the_hand_over_holds_the_slots_always_and_waits_at_most_an_eighth_of_the_lease
     };
     assert_eq!(small.handoff_room().slots, 8, "never more than the events");
 }
+
+fn receiver_args(args: &[&str]) -> Result<ReceiverArgs, clap::Error> {
+    let base = ["hookgate", "receiver", "--namespace", "n", "--database-url"];
+    let argv = base.iter().chain(&["postgres://x"]).chain(args);
+    match Cli::try_parse_from(argv)?.command {
+        Command::Receiver(a) => Ok(a),
+        other => panic!("not a receiver command: {other:?}"),
+    }
+}
+
+#[test]
+fn a_receiver_delivers_only_with_workers_and_then_as_a_cluster_worker_with_a_hand_over() {
+    let db = Default::default();
+    let bare = receiver_args(&["--concurrency", "8"]).unwrap();
+    assert!(bare.worker_config(true, db).unwrap().is_none());
+
+    let with = receiver_args(&[
+        "--with-workers",
+        "--concurrency",
+        "8",
+        "--handoff-events",
+        "64",
+    ])
+    .unwrap();
+    let in_pod = with.worker_config(true, db).unwrap().expect("workers");
+    assert_eq!((in_pod.concurrency, in_pod.handoff_events), (8, 64));
+    assert_eq!(in_pod.handoff_bytes, crate::worker::defaults::HANDOFF_BYTES);
+    assert!(
+        !in_pod.destinations.allow_loopback,
+        "a pod refuses loopback"
+    );
+    let on_host = with.worker_config(false, db).unwrap().unwrap();
+    assert!(on_host.destinations.allow_loopback);
+
+    for (bad, flag) in [
+        (
+            &["--with-workers", "--handoff-events", "1000001"][..],
+            "--handoff-events",
+        ),
+        (&["--with-workers", "--concurrency", "0"], "--concurrency"),
+    ] {
+        let err = receiver_args(bad)
+            .unwrap()
+            .worker_config(true, db)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(flag), "{bad:?}: {err}");
+    }
+}

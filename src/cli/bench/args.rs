@@ -58,8 +58,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub pipeline_start: Option<f64>,
     /// What the pipeline phase runs: `standalone` (receiver and workers in one process, as a user
-    /// first runs it) or `split` (a receiver and a worker process on one database, as the chart
-    /// deploys them).
+    /// first runs it), `split` (a receiver and a worker process on one database, as the chart
+    /// deploys them) or `split-delivering` (the same with a receiver that delivers too).
     #[arg(long, value_enum, default_value_t = Topology::Standalone)]
     pub pipeline_topology: Topology,
     /// The hookgate binary the bench starts as receiver and workers; by default itself. With
@@ -89,6 +89,9 @@ pub enum Topology {
     Standalone,
     /// `hookgate standalone --no-workers` and `hookgate worker`: every event is claimed.
     Split,
+    /// `hookgate standalone` (a receiver that delivers, like `receiver --with-workers`) and
+    /// `hookgate worker`: the chart with `receiver.workers.enabled`.
+    SplitDelivering,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

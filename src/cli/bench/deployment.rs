@@ -1,8 +1,9 @@
 //! What the pipeline phase runs against: `hookgate standalone` with its workers in one process, as
 //! a user first runs it, or the chart's split, a receiver without workers and a `hookgate worker`
-//! process on the same database. A split receiver cannot hand an event to a worker (the body is in
-//! its own memory), so every event is stored `pending` and claimed: the figures of the two show
-//! what the chart's topology costs on the same machine.
+//! process on the same database. A split receiver cannot hand an event to another process's
+//! worker (the body is in its own memory), so every event is stored `pending` and claimed: the
+//! figures show what the chart's topology costs on the same machine. `split-delivering` gives the
+//! receiver workers of its own beside the worker process, as `receiver.workers.enabled` does.
 
 use super::args::Topology;
 use super::scrape;
@@ -25,6 +26,10 @@ impl Deployment {
             },
             Topology::Split => Self {
                 receiver: env.spawn_receiver(Some(free_port()?))?,
+                workers: Some(env.spawn_workers(concurrency, Some(free_port()?))?),
+            },
+            Topology::SplitDelivering => Self {
+                receiver: env.spawn_standalone(concurrency)?,
                 workers: Some(env.spawn_workers(concurrency, Some(free_port()?))?),
             },
         };
@@ -70,11 +75,24 @@ impl Deployment {
 }
 
 impl Topology {
-    /// How the bench's lines and rows name it.
+    /// How the bench's lines and tables name it.
     pub fn label(self) -> &'static str {
         match self {
             Topology::Standalone => "standalone",
             Topology::Split => "split: receiver and worker processes",
+            Topology::SplitDelivering => {
+                "split-delivering: a receiver with workers, and a worker process"
+            }
+        }
+    }
+
+    /// `name` as the report gives it: the standalone rows keep the names earlier reports used,
+    /// the others start with the topology's flag value.
+    pub fn named(self, name: &str) -> String {
+        match self {
+            Topology::Standalone => name.to_string(),
+            Topology::Split => format!("split {name}"),
+            Topology::SplitDelivering => format!("split-delivering {name}"),
         }
     }
 }

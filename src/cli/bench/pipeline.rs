@@ -49,11 +49,11 @@ pub async fn run(
     );
     let (intake, delivered) = closed_loop(args, env, &sink).await?;
     report.push(Row::throughput(
-        &named(topology, "receiver + workers: intake (closed loop)"),
+        &topology.named("receiver + workers: intake (closed loop)"),
         &intake,
     ));
     report.push(Row::rate(
-        &named(topology, "receiver + workers: delivered during it"),
+        &topology.named("receiver + workers: delivered during it"),
         delivered,
     ));
 
@@ -80,41 +80,32 @@ pub async fn run(
     }
     let best = search::best(&tried);
     report.push(Row::rate(
-        &named(topology, "pipeline: highest sustainable rate"),
+        &topology.named("pipeline: highest sustainable rate"),
         best.unwrap_or(0.0),
     ));
     if best.is_none() && !tried.is_empty() {
         report.note(format!(
             "{}: none of the {} rates tried was sustainable (lowest {:.0}/s)",
-            named(topology, "pipeline"),
+            topology.named("pipeline"),
             tried.len(),
             tried.iter().map(|t| t.0).fold(f64::INFINITY, f64::min)
         ));
     }
     report.section(
-        &named(topology, "pipeline_steps").replace(' ', "_"),
+        &topology.named("pipeline_steps").replace([' ', '-'], "_"),
         table(args, &steps),
         serde_json::to_value(&steps)?,
     );
-    let ratio = named(topology, "pipeline sustainable / pgbench 1-row");
+    let ratio = topology.named("pipeline sustainable / pgbench 1-row");
     match (anchor, topology) {
         // The target is the product as a user first runs it; the split is measured beside it.
         (Some(one_row), Topology::Standalone) => {
             report.ratio(&ratio, best.unwrap_or(0.0) / one_row, 0.5)
         }
-        (Some(one_row), Topology::Split) => report.figure(&ratio, best.unwrap_or(0.0) / one_row),
+        (Some(one_row), _) => report.figure(&ratio, best.unwrap_or(0.0) / one_row),
         (None, _) => report.note(format!("{ratio} not checked: pgbench did not run")),
     }
     Ok(())
-}
-
-/// `name` as the report gives it for `topology`: the standalone rows keep the names earlier
-/// reports used.
-fn named(topology: Topology, name: &str) -> String {
-    match topology {
-        Topology::Standalone => name.to_string(),
-        Topology::Split => format!("split {name}"),
-    }
 }
 
 /// A fresh inbox and fresh hookgate processes, their connections and claims warmed up.
