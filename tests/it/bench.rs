@@ -13,6 +13,16 @@ const BIN: &str = env!("CARGO_BIN_EXE_hookgate");
 /// Every bench run creates and drops the same `hookgate_bench` database: one at a time.
 static BENCH_DB: Mutex<()> = Mutex::new(());
 
+/// A tiny size: few events, few connections.
+const TINY: &[&str] = &[
+    "--events",
+    "300",
+    "--concurrency",
+    "8",
+    "--open-loop-connections",
+    "16",
+];
+
 /// Runs the bench with `args`; its JSON report and its stdout.
 fn bench(args: &[&str]) -> (Value, String) {
     let _one_at_a_time = BENCH_DB.lock().unwrap_or_else(|e| e.into_inner());
@@ -62,26 +72,26 @@ fn pgbench_installed() -> bool {
 
 #[test]
 fn bench_runs_every_phase_and_reports_every_figure() {
-    let (report, stdout) = bench(&[
-        "--events",
-        "300",
-        "--concurrency",
-        "8",
-        "--open-loop-connections",
-        "16",
-        "--latency-run",
-        "1s",
-        "--verify-divisor",
-        "200",
-        "--pgbench-run",
-        "1s",
-        "--ceiling-run",
-        "300ms",
-        "--pipeline-secs",
-        "1s",
-        "--pipeline-steps",
-        "2",
-    ]);
+    let (report, stdout) = bench(
+        &[
+            TINY,
+            &[
+                "--latency-run",
+                "1s",
+                "--verify-divisor",
+                "200",
+                "--pgbench-run",
+                "1s",
+                "--ceiling-run",
+                "300ms",
+                "--pipeline-secs",
+                "1s",
+                "--pipeline-steps",
+                "2",
+            ],
+        ]
+        .concat(),
+    );
     let (pgbench, nginx) = (
         pgbench_installed(),
         installed("nginx", &[Path::new("/usr/sbin/nginx").into()]),
@@ -233,19 +243,13 @@ fn noting_wrapper(dir: &Path) -> (PathBuf, PathBuf) {
 fn bench_split(topology: &str) -> (Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let (other, ran) = noting_wrapper(dir.path());
-    let (report, stdout) = bench(&[
+    let split = [
         "--only",
         "pgbench,pipeline",
         "--pipeline-topology",
         topology,
         "--hookgate",
         other.to_str().unwrap(),
-        "--events",
-        "300",
-        "--concurrency",
-        "8",
-        "--open-loop-connections",
-        "16",
         "--pgbench-run",
         "1s",
         "--pgbench-runs",
@@ -254,7 +258,8 @@ fn bench_split(topology: &str) -> (Value, String) {
         "1s",
         "--pipeline-steps",
         "1",
-    ]);
+    ];
+    let (report, stdout) = bench(&[TINY, &split].concat());
     // Both roles ran, each a process of its own, for the closed loop and for the step.
     let started = std::fs::read_to_string(&ran).unwrap_or_default();
     let count = |role: &str| started.lines().filter(|l| *l == role).count();
