@@ -22,6 +22,7 @@ mod dead_letters;
 mod dedupe;
 mod delivery;
 mod event;
+mod forget;
 mod group;
 mod handoff;
 mod kept;

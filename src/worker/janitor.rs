@@ -1,6 +1,8 @@
 //! Retention: drop bodies of finished events after `retention.payload`, delete finished events
-//! (and with them their dedupe keys) after `retention.dedupe`, forget expired signature nonces.
-//! Dead letters are kept until replayed or purged.
+//! (and with them their dedupe keys) after `retention.dedupe`, forget ordering versions that have
+//! not moved for `retention.dedupe`, forget expired signature nonces, and forget the key use and
+//! catch-up records of integrations that are gone once their last event is. Dead letters are kept
+//! until replayed or purged.
 
 use super::Worker;
 use crate::crd::defaults;
@@ -9,12 +11,26 @@ use crate::time;
 use chrono::Utc;
 use std::time::Duration;
 
-/// One pass over every integration in the inbox. Returns (bodies dropped, events deleted,
-/// nonces). Integrations no longer configured keep the default retention, so their rows do not
-/// stay forever.
-pub async fn sweep(inbox: &Inbox, worker: &Worker) -> crate::inbox::Result<(u64, u64, u64)> {
+/// What one pass removed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Swept {
+    /// Bodies emptied.
+    pub purged: u64,
+    /// Finished events deleted.
+    pub deleted: u64,
+    /// Signature nonces forgotten.
+    pub nonces: u64,
+    /// Ordering versions forgotten.
+    pub versions: u64,
+    /// Key use, catch-up and ordering rows of integrations gone with their last event.
+    pub records: u64,
+}
+
+/// One pass over every integration in the inbox. Integrations no longer configured keep the
+/// default retention, so their rows do not stay forever.
+pub async fn sweep(inbox: &Inbox, worker: &Worker) -> crate::inbox::Result<Swept> {
     let now = Utc::now();
-    let (mut purged, mut deleted) = (0, 0);
+    let mut swept = Swept::default();
     let targets = worker.targets_snapshot();
     let mut retention: Vec<(String, Duration, Duration)> = targets
         .values()
@@ -42,15 +58,24 @@ pub async fn sweep(inbox: &Inbox, worker: &Worker) -> crate::inbox::Result<(u64,
         }
     }
     for (integration, payload, dedupe) in retention {
-        purged += inbox
+        swept.purged += inbox
             .purge_payloads(&integration, time::before(now, payload), now)
             .await?;
-        deleted += inbox
+        swept.deleted += inbox
             .delete_finished(&integration, time::before(now, dedupe))
             .await?;
+        // A version older than the dedupe window guards only against events older than any
+        // duplicate the inbox would still recognise.
+        swept.versions += inbox
+            .forget_versions(&integration, time::before(now, dedupe), now)
+            .await?;
     }
-    let nonces = inbox.prune_nonces(now).await?;
-    Ok((purged, deleted, nonces))
+    swept.nonces = inbox.prune_nonces(now).await?;
+    if worker.targets_loaded() {
+        let configured: Vec<String> = targets.keys().cloned().collect();
+        swept.records = inbox.forget_gone_integrations(&configured).await?;
+    }
+    Ok(swept)
 }
 
 pub async fn run(inbox: Inbox, worker: Worker, every: Duration) {
@@ -58,10 +83,15 @@ pub async fn run(inbox: Inbox, worker: Worker, every: Duration) {
     loop {
         tick.tick().await;
         match sweep(&inbox, &worker).await {
-            Ok((0, 0, 0)) => {}
-            Ok((purged, deleted, nonces)) => {
-                tracing::info!(purged, deleted, nonces, "retention janitor pass")
-            }
+            Ok(s) if s == Swept::default() => {}
+            Ok(s) => tracing::info!(
+                purged = s.purged,
+                deleted = s.deleted,
+                nonces = s.nonces,
+                versions = s.versions,
+                records = s.records,
+                "retention janitor pass"
+            ),
             Err(e) => tracing::warn!(error = %e, "retention janitor pass failed"),
         }
     }

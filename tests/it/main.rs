@@ -32,6 +32,7 @@ mod handoff;
 mod hostile_http;
 mod hostile_inputs;
 mod inbox_figures_plans;
+mod janitor;
 mod listener_limits;
 mod manifests;
 mod notify;

@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use hookgate::cli::send::SendOptions;
 use hookgate::inbox::{Inbox, ReplaySelector};
 use hookgate::metrics::Metrics;
+use hookgate::worker::janitor::Swept;
 use hookgate::worker::{self, Worker, WorkerConfig};
 use serde_json::json;
 use sqlx::{PgPool, Row};
@@ -830,18 +831,30 @@ async fn janitor_drops_bodies_then_dedupe_keys_but_keeps_dead_letters(inbox: Inb
     let sweep = || worker::janitor::sweep(s.inbox(), &w);
 
     // Just finished: within both retentions (1 h payload, 2 h dedupe), nothing to do.
-    assert_eq!(sweep().await.unwrap(), (0, 0, 0));
+    assert_eq!(sweep().await.unwrap(), Swept::default());
     assert_eq!(s.body("keep-going").await, br#"{"big":"body"}"#);
 
     let now = Utc::now();
     s.finished_at("keep-going", now - secs(90 * 60)).await;
     s.finished_at("dead", now - secs(3 * 3600)).await;
-    assert_eq!(sweep().await.unwrap(), (1, 0, 0));
+    assert_eq!(
+        sweep().await.unwrap(),
+        Swept {
+            purged: 1,
+            ..Swept::default()
+        }
+    );
     assert!(s.body("keep-going").await.is_empty());
     assert_eq!(s.body("dead").await, b"{}", "a dead letter keeps its body");
 
     s.finished_at("keep-going", now - secs(3 * 3600)).await;
-    assert_eq!(sweep().await.unwrap(), (0, 1, 0));
+    assert_eq!(
+        sweep().await.unwrap(),
+        Swept {
+            deleted: 1,
+            ..Swept::default()
+        }
+    );
     assert_eq!(
         s.event_ids().await,
         ["dead"],
@@ -1188,8 +1201,8 @@ async fn janitor_cleans_rows_of_integrations_that_no_longer_exist(inbox: Inbox) 
     let mut targets = worker::targets(&s.h.receiver.routes());
     targets.remove("w/orders");
     let w = Worker::new(s.inbox().clone(), targets, cfg(), Arc::new(Metrics::new()));
-    let (_, deleted, _) = worker::janitor::sweep(s.inbox(), &w).await.unwrap();
-    assert_eq!(deleted, 1);
+    let swept = worker::janitor::sweep(s.inbox(), &w).await.unwrap();
+    assert_eq!(swept.deleted, 1);
     assert_eq!(s.event_ids().await, ["dead", "recent"]);
 }
 

@@ -1,0 +1,110 @@
+//! What retention forgets besides events: ordering versions that stopped moving, and the records
+//! kept about integrations that are gone.
+//!
+//! `resource_versions` gets a row per resource an ordered integration ever delivered, and
+//! `key_usage` and `catch_up_runs` a row per integration (and key). Without this they only grew:
+//! a version per Stripe customer or subscription ever seen, and the records of every integration
+//! ever deleted, which a new integration of the same name would then inherit: its status would
+//! show the old keys' use and catch-up runs, and its ordering gate the old versions.
+
+use super::{Inbox, Result};
+use chrono::{DateTime, Utc};
+
+/// A version that has not moved since `$2` and is not leased at `$3`. The primary key's prefix
+/// finds the integration's rows; an index on `updated_at` would make every version advance a
+/// non-HOT update on the delivery path, so the janitor reads them instead, once a pass.
+const FORGET_VERSIONS: &str = "DELETE FROM resource_versions WHERE integration = $1 \
+     AND updated_at < $2 AND (locked_until IS NULL OR locked_until <= $3)";
+
+/// `$1`: the integrations configured. A gone integration's record goes with its last event, so it
+/// is kept for as long as retention keeps any of its events (its dead letters included).
+macro_rules! gone_without_events {
+    ($table:literal, $configured:literal) => {
+        concat!(
+            "DELETE FROM ",
+            $table,
+            " WHERE ",
+            $configured,
+            " AND NOT EXISTS (SELECT 1 FROM inbox_events e WHERE e.integration = ",
+            $table,
+            ".integration)"
+        )
+    };
+}
+
+const FORGET_RECORDS_PG: [&str; 3] = [
+    gone_without_events!("key_usage", "integration <> ALL($1::text[])"),
+    gone_without_events!("catch_up_runs", "integration <> ALL($1::text[])"),
+    gone_without_events!("resource_versions", "integration <> ALL($1::text[])"),
+];
+const FORGET_RECORDS_SQLITE: [&str; 3] = [
+    gone_without_events!(
+        "key_usage",
+        "integration NOT IN (SELECT value FROM json_each($1))"
+    ),
+    gone_without_events!(
+        "catch_up_runs",
+        "integration NOT IN (SELECT value FROM json_each($1))"
+    ),
+    gone_without_events!(
+        "resource_versions",
+        "integration NOT IN (SELECT value FROM json_each($1))"
+    ),
+];
+
+impl Inbox {
+    /// Forgets the stored version of every resource of `integration` whose version has not moved
+    /// since `unchanged_before` and which no worker holds at `now`: an event of that resource is
+    /// then gated as its first. Returns how many versions were forgotten.
+    pub async fn forget_versions(
+        &self,
+        integration: &str,
+        unchanged_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<u64> {
+        let lift = super::lift_statement_timeout(self);
+        backend!(self, pool => {
+            // An integration with millions of resources may take longer than the request-path
+            // statement timeout to walk.
+            let mut tx = pool.begin().await?;
+            sqlx::query(lift).execute(&mut *tx).await?;
+            let n = sqlx::query(FORGET_VERSIONS)
+                .bind(integration)
+                .bind(unchanged_before)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            tx.commit().await?;
+            Ok(n)
+        })
+    }
+
+    /// Forgets the key use, catch-up and ordering records of every integration not in
+    /// `configured` that has no event left in the inbox. Returns how many rows were removed.
+    pub async fn forget_gone_integrations(&self, configured: &[String]) -> Result<u64> {
+        let mut n = 0;
+        match self {
+            Inbox::Postgres(pool) => {
+                for sql in FORGET_RECORDS_PG {
+                    n += sqlx::query(sql)
+                        .bind(configured)
+                        .execute(pool)
+                        .await?
+                        .rows_affected();
+                }
+            }
+            Inbox::Sqlite(pool) => {
+                let configured = serde_json::to_string(configured).expect("strings serialize");
+                for sql in FORGET_RECORDS_SQLITE {
+                    n += sqlx::query(sql)
+                        .bind(&configured)
+                        .execute(pool)
+                        .await?
+                        .rows_affected();
+                }
+            }
+        }
+        Ok(n)
+    }
+}

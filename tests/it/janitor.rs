@@ -1,0 +1,130 @@
+//! What the janitor forgets besides events, on PostgreSQL and SQLite: ordering versions that have
+//! not moved for the dedupe window, and the records of integrations gone with their last event.
+//! Until round 17 (docs/performance.md) those tables only grew.
+
+use crate::common::destination::Answer;
+use crate::worker::{Setup, cfg};
+use chrono::{DateTime, Utc};
+use hookgate::crd::defaults::RETENTION_DEDUPE;
+use hookgate::inbox::Inbox;
+use serde_json::json;
+
+/// `(integration, resource, version)` of every stored version, sorted.
+async fn versions(s: &Setup) -> Vec<(String, String, Option<String>)> {
+    on!(s.inbox(), pool => {
+        sqlx::query_as(
+            "SELECT integration, resource_id, version FROM resource_versions \
+             ORDER BY integration, resource_id",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap()
+    })
+}
+
+async fn exec(s: &Setup, sql: &str, args: &[&str], at: DateTime<Utc>) {
+    on!(s.inbox(), pool => {
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()));
+        for a in args {
+            q = q.bind(*a);
+        }
+        q.bind(at).execute(pool).await.unwrap();
+    })
+}
+
+async fn names(s: &Setup, sql: &str) -> Vec<String> {
+    on!(s.inbox(), pool => {
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string())).fetch_all(pool).await.unwrap()
+    })
+}
+
+fn versioned(resource: &str, version: u32) -> String {
+    json!({"data": {"id": resource, "version": version}}).to_string()
+}
+
+async fn versions_unchanged_for_the_dedupe_window_are_forgotten_unless_leased(inbox: Inbox) {
+    let s = Setup::new(inbox).await;
+    let w = s.worker_with(cfg());
+    for res in ["res-old", "res-new", "res-held"] {
+        s.dest.script([Answer::Status(200)]);
+        s.event("w/ordered", &format!("{res}-5"), &versioned(res, 5))
+            .await;
+        assert_eq!(w.run_once().await.unwrap(), 1);
+    }
+    let now = Utc::now();
+    let window = chrono::Duration::from_std(RETENTION_DEDUPE).unwrap();
+    let past_window = now - window - chrono::Duration::days(1);
+    for res in ["res-old", "res-held"] {
+        let age = "UPDATE resource_versions SET updated_at = $2 WHERE resource_id = $1";
+        exec(&s, age, &[res], past_window).await;
+    }
+    // Another worker holds `res-held` now: its version stays however old it is.
+    let hold = "UPDATE resource_versions SET locked_until = $2, lock_token = 'other' \
+                WHERE resource_id = $1";
+    exec(&s, hold, &["res-held"], now + chrono::Duration::hours(1)).await;
+
+    hookgate::worker::janitor::sweep(s.inbox(), &w)
+        .await
+        .unwrap();
+    let five = Some("i:5".to_string()); // the stored encoding of the integer 5
+    assert_eq!(
+        versions(&s).await,
+        [
+            ("w/ordered".into(), "res-held".into(), five.clone()),
+            ("w/ordered".into(), "res-new".into(), five),
+        ]
+    );
+
+    // The forgotten resource's next event is gated as its first: version 3 is delivered.
+    s.dest.script([Answer::Status(200)]);
+    s.event("w/ordered", "res-old-3", &versioned("res-old", 3))
+        .await;
+    assert_eq!(w.run_once().await.unwrap(), 1);
+    let last = s.dest.received().pop().expect("delivered");
+    assert_eq!(String::from_utf8_lossy(&last.body), versioned("res-old", 3));
+    assert_eq!(s.row("res-old-3").await.0, "processed");
+}
+
+async fn records_of_integrations_gone_with_their_last_event_are_forgotten(inbox: Inbox) {
+    let s = Setup::new(inbox).await;
+    let w = s.worker_with(cfg());
+    let now = Utc::now();
+    // `w/orders` is configured; `w/gone` was deleted and has no event left; `w/leaving` was
+    // deleted but one of its events (a dead letter, say) is still kept.
+    for integration in ["w/orders", "w/gone", "w/leaving"] {
+        let used =
+            "INSERT INTO key_usage (integration, key_id, last_used_at) VALUES ($1, 'k1', $2)";
+        exec(&s, used, &[integration], now).await;
+        let version = "INSERT INTO resource_versions (integration, resource_id, version, \
+                       updated_at) VALUES ($1, 'r1', 'i:7', $2)";
+        exec(&s, version, &[integration], now).await;
+    }
+    for integration in ["w/orders", "w/gone"] {
+        let run = "INSERT INTO catch_up_runs (integration, last_run_at) VALUES ($1, $2)";
+        exec(&s, run, &[integration], now).await;
+    }
+    let kept = "INSERT INTO inbox_events (integration, event_id, scheme, key_id, headers, body, \
+                body_sha256, status, received_at, dead_lettered_at) VALUES ($1, 'e1', 'hmac', \
+                'k1', '[]', '', '', 'dead_letter', $2, $2)";
+    exec(&s, kept, &["w/leaving"], now).await;
+
+    hookgate::worker::janitor::sweep(s.inbox(), &w)
+        .await
+        .unwrap();
+    let order = " ORDER BY integration";
+    let used = names(&s, &format!("SELECT integration FROM key_usage{order}")).await;
+    assert_eq!(used, ["w/leaving", "w/orders"]);
+    let runs = names(&s, &format!("SELECT integration FROM catch_up_runs{order}")).await;
+    assert_eq!(runs, ["w/orders"]);
+    let versions = names(
+        &s,
+        &format!("SELECT integration FROM resource_versions{order}"),
+    )
+    .await;
+    assert_eq!(versions, ["w/leaving", "w/orders"]);
+}
+
+on_both_backends!(
+    versions_unchanged_for_the_dedupe_window_are_forgotten_unless_leased,
+    records_of_integrations_gone_with_their_last_event_are_forgotten,
+);
