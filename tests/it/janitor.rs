@@ -1,13 +1,19 @@
-//! What the janitor forgets besides events, on PostgreSQL and SQLite: ordering versions that have
-//! not moved for the dedupe window, and the records of integrations gone with their last event.
-//! Until round 17 (docs/performance.md) those tables only grew.
+//! The retention janitor's pass, on PostgreSQL and SQLite, on its own clock (rows are aged instead
+//! of tests sleeping): bodies, then events, of finished events; what it keeps (dead letters, events
+//! still to deliver); and besides events, ordering versions that have not moved for the dedupe
+//! window and the records of integrations gone with their last event (until round 17,
+//! docs/performance.md, those tables only grew).
 
 use crate::common::destination::Answer;
-use crate::worker::{Setup, cfg};
+use crate::worker::{Setup, cfg, secs};
 use chrono::{DateTime, Utc};
 use hookgate::crd::defaults::RETENTION_DEDUPE;
 use hookgate::inbox::Inbox;
+use hookgate::metrics::Metrics;
+use hookgate::worker::Worker;
+use hookgate::worker::janitor::Swept;
 use serde_json::json;
+use std::sync::Arc;
 
 /// `(integration, resource, version)` of every stored version, sorted.
 async fn versions(s: &Setup) -> Vec<(String, String, Option<String>)> {
@@ -124,7 +130,79 @@ async fn records_of_integrations_gone_with_their_last_event_are_forgotten(inbox:
     assert_eq!(versions, ["w/leaving", "w/orders"]);
 }
 
+/// Retention on the janitor's own clock: the rows are aged instead of the test sleeping past
+/// a sub-second retention, which a loaded machine could overshoot before the first sweep.
+async fn janitor_drops_bodies_then_dedupe_keys_but_keeps_dead_letters(inbox: Inbox) {
+    let s = Setup::new(inbox).await;
+    s.dest.script([Answer::Status(200), Answer::Status(404)]);
+    s.event("w/short", "keep-going", r#"{"big":"body"}"#).await;
+    let w = s.worker();
+    assert_eq!(w.run_once().await.unwrap(), 1);
+    s.event("w/short", "dead", "{}").await;
+    assert_eq!(w.run_once().await.unwrap(), 1);
+    assert_eq!(s.row("keep-going").await.0, "processed");
+    assert_eq!(s.row("dead").await.0, "dead_letter");
+    let sweep = || hookgate::worker::janitor::sweep(s.inbox(), &w);
+
+    // Just finished: within both retentions (1 h payload, 2 h dedupe), nothing to do.
+    assert_eq!(sweep().await.unwrap(), Swept::default());
+    assert_eq!(s.body("keep-going").await, br#"{"big":"body"}"#);
+
+    let now = Utc::now();
+    s.finished_at("keep-going", now - secs(90 * 60)).await;
+    s.finished_at("dead", now - secs(3 * 3600)).await;
+    assert_eq!(
+        sweep().await.unwrap(),
+        Swept {
+            purged: 1,
+            ..Swept::default()
+        }
+    );
+    assert!(s.body("keep-going").await.is_empty());
+    assert_eq!(s.body("dead").await, b"{}", "a dead letter keeps its body");
+
+    s.finished_at("keep-going", now - secs(3 * 3600)).await;
+    assert_eq!(
+        sweep().await.unwrap(),
+        Swept {
+            deleted: 1,
+            ..Swept::default()
+        }
+    );
+    assert_eq!(
+        s.event_ids().await,
+        ["dead"],
+        "dead letters stay until replayed or purged"
+    );
+}
+
+/// Rows of an integration that no longer exists are not kept forever: the janitor applies the
+/// default retention to them (30 d for finished events), and still never touches dead letters.
+async fn janitor_cleans_rows_of_integrations_that_no_longer_exist(inbox: Inbox) {
+    let s = Setup::new(inbox).await;
+    let w = s.worker();
+    for (id, answer) in [("old", 200), ("recent", 200), ("dead", 404)] {
+        s.dest.script([Answer::Status(answer)]);
+        s.event("w/orders", id, "{}").await;
+        assert_eq!(w.run_once().await.unwrap(), 1);
+    }
+    assert_eq!(s.row("dead").await.0, "dead_letter");
+    let long_ago = Utc::now() - secs(31 * 86400);
+    s.finished_at("old", long_ago).await;
+    s.finished_at("dead", long_ago).await;
+    let mut targets = hookgate::worker::targets(&s.h.receiver.routes());
+    targets.remove("w/orders");
+    let w = Worker::new(s.inbox().clone(), targets, cfg(), Arc::new(Metrics::new()));
+    let swept = hookgate::worker::janitor::sweep(s.inbox(), &w)
+        .await
+        .unwrap();
+    assert_eq!(swept.deleted, 1);
+    assert_eq!(s.event_ids().await, ["dead", "recent"]);
+}
+
 on_both_backends!(
+    janitor_drops_bodies_then_dedupe_keys_but_keeps_dead_letters,
+    janitor_cleans_rows_of_integrations_that_no_longer_exist,
     versions_unchanged_for_the_dedupe_window_are_forgotten_unless_leased,
     records_of_integrations_gone_with_their_last_event_are_forgotten,
 );

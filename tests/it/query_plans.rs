@@ -7,8 +7,10 @@
 //! inbox within a minute of its first 50 events, and every plan made after that walks an index
 //! however large the inbox grows, and however few of its events were leased when it was analyzed
 //! (docs/performance.md has the measurements, rounds 3 and 15). Claims and inserts walk an index
-//! in every plan.
+//! in every plan; the claims' own tests (their plan, and the buffers a busy worker's claim reads)
+//! are at the end.
 
+use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
 /// What the planner knows of the inbox when the plans are cached.
@@ -142,4 +144,101 @@ async fn plans_cached_for_an_inbox_never_analyzed_read_the_whole_inbox(pool: PgP
     for (name, read, plan) in cached_plans(&pool, Inbox::New).await {
         assert!(read > 1000, "{name} read only {read} buffers: {plan}");
     }
+}
+
+/// A claim walks the due-time and lease indexes and stops at its limit, whatever the backlog: the
+/// earlier `OR` of both conditions made PostgreSQL scan and sort the whole inbox on every claim.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn claim_walks_indexes_instead_of_scanning_the_inbox(pool: PgPool) {
+    sqlx::raw_sql(
+        "INSERT INTO inbox_events (integration, event_id, scheme, key_id, headers, body, body_sha256, \
+         status, next_attempt_at, received_at) \
+         SELECT 't/stripe', 'evt_' || g, 'stripe', 'v1', '[]', convert_to(repeat('x', 1000), 'UTF8'), \
+         '\\x00', 'pending', now() - interval '1 minute', now() FROM generate_series(1, 20000) g; \
+         ANALYZE inbox_events;",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN {}",
+        hookgate::inbox::CLAIM_PG
+    )))
+    .bind(Utc::now() + chrono::Duration::minutes(1))
+    .bind(Utc::now())
+    .bind(16_i64)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let plan = plan.join("\n");
+    assert!(
+        !plan.contains("Seq Scan on inbox_events"),
+        "the claim scans the inbox:\n{plan}"
+    );
+    assert!(plan.contains("inbox_events_due"), "{plan}");
+    assert!(plan.contains("inbox_events_leases"), "{plan}");
+}
+
+/// Shared buffers the due-index scan of one claim reads, from `EXPLAIN (ANALYZE, BUFFERS)` (the
+/// claim's own writes, the same for every claim, are left out); the claim is rolled back.
+async fn claim_buffers(pool: &PgPool, sql: &str, from: Option<DateTime<Utc>>) -> i64 {
+    let mut tx = pool.begin().await.unwrap();
+    let explain = format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}");
+    let q = sqlx::query_scalar::<_, serde_json::Value>(sqlx::AssertSqlSafe(explain))
+        .bind(Utc::now() + chrono::Duration::minutes(1))
+        .bind(Utc::now())
+        .bind(16_i64);
+    let q = match from {
+        Some(from) => q.bind(from),
+        None => q,
+    };
+    let plan = q.fetch_one(&mut *tx).await.unwrap();
+    tx.rollback().await.unwrap();
+    fn due_scan(node: &serde_json::Value) -> Option<i64> {
+        if node["Index Name"] == "inbox_events_due" {
+            let blocks = |k: &str| node[k].as_i64().unwrap_or(0);
+            return Some(blocks("Shared Hit Blocks") + blocks("Shared Read Blocks"));
+        }
+        node["Plans"].as_array()?.iter().find_map(due_scan)
+    }
+    due_scan(&plan[0]["Plan"]).expect("the claim scans inbox_events_due")
+}
+
+/// Events processed since the last VACUUM leave dead entries at the oldest end of the due index.
+/// A full claim walks them all; the claim a busy worker makes between full ones starts past them,
+/// so its cost does not grow with what was delivered before it (it had made delivery collapse
+/// under a long backlog: docs/performance.md).
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_busy_workers_claim_skips_the_entries_of_events_already_delivered(pool: PgPool) {
+    sqlx::raw_sql(
+        "ALTER TABLE inbox_events SET (autovacuum_enabled = false); \
+         INSERT INTO inbox_events (integration, event_id, scheme, key_id, headers, body, body_sha256, \
+         status, next_attempt_at, received_at) \
+         SELECT 't/stripe', 'evt_' || g, 'stripe', 'v1', '[]', convert_to(repeat('x', 1000), 'UTF8'), \
+         '\\x00', 'pending', now() - interval '1 hour' + g * interval '1 ms', now() \
+         FROM generate_series(1, 60000) g; \
+         ANALYZE inbox_events; \
+         UPDATE inbox_events SET status = 'processed', processed_at = now() \
+         WHERE event_id IN (SELECT 'evt_' || g FROM generate_series(1, 50000) g);",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    // The oldest row still due: where the worker's last claim left its cursor.
+    let from: DateTime<Utc> = sqlx::query_scalar(
+        "SELECT MIN(next_attempt_at) FROM inbox_events WHERE status = 'pending'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    // Twice each: the first pass over dead entries also marks them dead in the index.
+    let full = claim_buffers(&pool, hookgate::inbox::CLAIM_PG, None).await;
+    let full = full.min(claim_buffers(&pool, hookgate::inbox::CLAIM_PG, None).await);
+    let cursor = claim_buffers(&pool, hookgate::inbox::CLAIM_FROM_PG, Some(from)).await;
+    let cursor = cursor.min(claim_buffers(&pool, hookgate::inbox::CLAIM_FROM_PG, Some(from)).await);
+    println!("due-index buffers per claim: full {full}, from the cursor {cursor}");
+    assert!(
+        cursor * 5 < full,
+        "the cursor claim read {cursor} buffers, the full claim {full}"
+    );
 }
