@@ -1,24 +1,24 @@
 //! One request through the fixed pipeline: route -> source address -> method / size / rate ->
 //! signature -> window -> handshake? -> event id and type -> filter -> durable insert -> reply.
 //! Nothing is answered 2xx before the insert has committed, except a provider's endpoint check,
-//! which is never stored.
+//! which is never stored. The request's parts are read in `read.rs`; the insert and what follows
+//! it (the hand-over, metrics, the log line) are in `store.rs`.
 
 use super::Receiver;
 use super::client::{self, Unknown};
 use super::limits::RouteLimiter;
+use super::read::{Read, read_body, stored_headers};
 use super::refusal_log::{self, Refusal};
 use super::reply;
+use super::store::{self, Received};
 use crate::http::reply::Reply;
-use crate::inbox::{Claimed, InsertOutcome, NewEvent};
+use crate::inbox::NewEvent;
 use crate::metrics::Metrics;
-use crate::route::json_pointers::Fields;
-use crate::route::{CompiledRoute, Source};
-use crate::signature::{Handshake, Rejection, Subscription, Verified};
-use axum::body::Body;
+use crate::route::CompiledRoute;
+use crate::signature::{Handshake, Rejection, Subscription};
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -252,77 +252,13 @@ async fn process(
         Some(reason) => event.dead_lettered(reason),
         None => event,
     };
-    let key_id = event.key_id().to_string();
-    // Leased to this process's workers while they have room: no claim has to read it back. The
-    // lease runs on the wall clock, as the workers' claims do, whatever clock stamps arrivals.
-    // An ignored or dead-lettered event has nothing to deliver and takes no place.
-    let place = rx
-        .handoff
-        .as_ref()
-        .filter(|_| !ignored && unsupported.is_none())
-        .and_then(|h| h.reserve(chrono::Utc::now(), event.body_len()));
-    let (event, claim) = match &place {
-        Some(place) => {
-            let event = event.leased(place.lease_until());
-            let claim = event.claimed(0);
-            (event, claim)
-        }
-        None => (event, None),
+    let received = Received {
+        event_id: &event_id,
+        event_type: event_type.as_deref(),
+        ignored,
+        unsupported: unsupported.as_deref(),
     };
-    let result = rx.intake.insert(event).await;
-    let reply = reply::stored(&result, ignored);
-    match (&result, place, claim) {
-        (Ok(InsertOutcome::Inserted { id }), Some(place), Some(claim)) => {
-            place.send(Claimed { id: *id, ..claim });
-            Metrics::count(&rx.metrics.handed_over, &route.integration);
-        }
-        // Only an event to deliver wakes the workers; a dead-lettered version has nothing for
-        // them. (A place not used is given back when dropped.)
-        _ => {
-            if let (Reply::Accepted, None) = (reply, &unsupported) {
-                if let Some(handoff) = &rx.handoff {
-                    handoff.stored_for_claim();
-                }
-                if let Some(notifier) = &rx.notifier {
-                    notifier.stored_for_claim();
-                }
-            }
-        }
-    }
-    if reply == Reply::Duplicate {
-        Metrics::count(&rx.metrics.duplicates, &route.integration);
-    }
-    match result {
-        Ok(InsertOutcome::Inserted { .. }) if unsupported.is_some() => {
-            // Counted with the workers' dead letters: the same alert and panels see it.
-            rx.metrics.delivery(&route.integration, "dead_letter");
-        }
-        Ok(InsertOutcome::Conflict) => {
-            Metrics::count(&rx.metrics.dedupe_conflicts, &route.integration);
-            tracing::warn!(
-                integration = %route.integration,
-                event_id = %event_id,
-                "dedupe conflict: a known event id arrived with a different body; kept the first"
-            );
-        }
-        Err(e) => {
-            tracing::error!(integration = %route.integration, error = %e, "inbox insert failed");
-        }
-        Ok(_) => {}
-    }
-    // One line per stored or deduplicated event; never the body, headers or signature.
-    if matches!(reply, Reply::Accepted | Reply::Ignored | Reply::Duplicate) {
-        tracing::info!(
-            integration = %route.integration,
-            event_id = %event_id,
-            event_type = event_type.as_deref().unwrap_or("-"),
-            key_id = %key_id,
-            outcome = reply.outcome(),
-            dead_letter = unsupported.as_deref().unwrap_or("-"),
-            "event received"
-        );
-    }
-    reply.into()
+    store::store(rx, route, event, received).await.into()
 }
 
 /// 429 when `limiter` has no room left for one more request.
@@ -345,70 +281,4 @@ fn refused(
         .signature_failure(&route.integration, rejection.reason());
     let reply = over(limiter.unverified.as_ref()).unwrap_or_else(|| reply::refused(&rejection));
     Answer::Reply(reply, Some(rejection.reason()))
-}
-
-async fn read_body(
-    body: Body,
-    limit: usize,
-    timeout: std::time::Duration,
-) -> Result<axum::body::Bytes, Reply> {
-    match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
-        Err(_) => Err(Reply::RequestTimeout),
-        Ok(Ok(b)) => Ok(b),
-        Ok(Err(e)) => {
-            let too_large = std::error::Error::source(&e)
-                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-            Err(if too_large {
-                Reply::BodyTooLarge
-            } else {
-                Reply::Malformed
-            })
-        }
-    }
-}
-
-/// What a value is read from, after verification.
-struct Read<'a> {
-    headers: &'a HeaderMap,
-    json: Option<&'a Fields<'a>>,
-    body: &'a [u8],
-    verified: &'a Verified,
-}
-
-impl Read<'_> {
-    /// Strings are taken as they are, numbers in decimal.
-    fn value(&self, source: &Source) -> Option<String> {
-        match source {
-            Source::Headers(names) => names
-                .iter()
-                .find_map(|n| self.headers.get(n.as_str()))
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string),
-            Source::Pointer(p) => self.json?.at(p)?.text(),
-            Source::Form(name) => form_urlencoded::parse(self.body)
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v.into_owned()),
-            Source::SignatureDigest => Some(const_hex::encode(self.verified.signature_digest())),
-            Source::FirstOf(all) => all.iter().find_map(|s| self.value(s)),
-        }
-    }
-}
-
-/// Request headers kept with the event, minus signatures and credentials: a database reader
-/// should not be able to lift a valid signature or a token from the inbox.
-fn stored_headers(headers: &HeaderMap, signature_headers: &[&str]) -> Value {
-    let kept: Vec<Value> = headers
-        .iter()
-        .filter(|(name, _)| {
-            let n = name.as_str();
-            !crate::redact::NEVER_STORED_HEADERS.contains(&n) && !signature_headers.contains(&n)
-        })
-        .map(|(name, value)| {
-            Value::from(vec![
-                name.as_str().to_string(),
-                String::from_utf8_lossy(value.as_bytes()).into_owned(),
-            ])
-        })
-        .collect();
-    Value::Array(kept)
 }

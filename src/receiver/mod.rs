@@ -4,8 +4,10 @@
 pub mod client;
 mod handler;
 pub mod limits;
+mod read;
 pub mod refusal_log;
 mod reply;
+mod store;
 
 use crate::http::reply::Reply;
 use crate::inbox::{GroupCommit, GroupCommitConfig, Inbox};
