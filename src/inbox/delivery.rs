@@ -162,20 +162,6 @@ const RECORD_ATTEMPT: &str = "INSERT INTO delivery_attempts \
      (event_row, attempt, started_at, duration_ms, status_code, error, outcome) \
      VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
-const ADVANCE_VERSION: &str = "UPDATE resource_versions SET version = $1, updated_at = $2 \
-     WHERE integration = $3 AND resource_id = $4 AND lock_token = $5 \
-     AND version IS NOT DISTINCT FROM $6";
-
-const LOCK_RESOURCE: &str = "INSERT INTO resource_versions \
-     (integration, resource_id, version, updated_at, locked_until, lock_token) \
-     VALUES ($1, $2, NULL, $3, $4, $5) ON CONFLICT (integration, resource_id) \
-     DO UPDATE SET locked_until = excluded.locked_until, lock_token = excluded.lock_token \
-     WHERE resource_versions.locked_until IS NULL OR resource_versions.locked_until <= $3 \
-     RETURNING version";
-
-const UNLOCK_RESOURCE: &str = "UPDATE resource_versions SET locked_until = NULL, lock_token = NULL \
-     WHERE integration = $1 AND resource_id = $2 AND lock_token = $3";
-
 /// The inbox columns a completion sets.
 pub(super) struct FinishColumns<'c> {
     pub status: &'static str,
@@ -339,7 +325,7 @@ impl Inbox {
                     .await?;
             }
             if let Completion::Processed { version: Some(a) } = completion {
-                let moved = sqlx::query(ADVANCE_VERSION)
+                let moved = sqlx::query(super::versions::ADVANCE_VERSION)
                     .bind(&a.version)
                     .bind(now)
                     .bind(&claimed.integration)
@@ -355,42 +341,6 @@ impl Inbox {
             }
             tx.commit().await?;
             Ok(true)
-        })
-    }
-
-    /// Takes the delivery lease of one resource until `until`. `None` while another worker
-    /// holds it; otherwise the stored form of the last delivered version (if any).
-    pub async fn lock_resource(
-        &self,
-        integration: &str,
-        resource: &str,
-        now: DateTime<Utc>,
-        until: DateTime<Utc>,
-        token: &str,
-    ) -> Result<Option<Option<String>>> {
-        backend!(self, pool => {
-            let row = sqlx::query(LOCK_RESOURCE)
-                .bind(integration)
-                .bind(resource)
-                .bind(now)
-                .bind(until)
-                .bind(token)
-                .fetch_optional(pool)
-                .await?;
-            Ok(row.map(|r| r.try_get(0)).transpose()?)
-        })
-    }
-
-    /// Gives the resource lease back (only if `token` still holds it).
-    pub async fn unlock_resource(
-        &self,
-        integration: &str,
-        resource: &str,
-        token: &str,
-    ) -> Result<()> {
-        backend!(self, pool => {
-            sqlx::query(UNLOCK_RESOURCE).bind(integration).bind(resource).bind(token).execute(pool).await?;
-            Ok(())
         })
     }
 }

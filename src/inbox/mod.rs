@@ -32,6 +32,7 @@ mod notify;
 mod release;
 mod retention;
 mod stats;
+mod versions;
 
 pub use arrivals::Arrivals;
 pub use audit::{
