@@ -16,41 +16,30 @@ use chrono::{DateTime, Utc};
 const FORGET_VERSIONS: &str = "DELETE FROM resource_versions WHERE integration = $1 \
      AND updated_at < $2 AND (locked_until IS NULL OR locked_until <= $3)";
 
-/// `$1`: the integrations configured. A gone integration's record goes with its last event, so it
-/// is kept for as long as retention keeps any of its events (its dead letters included).
-macro_rules! gone_without_events {
-    ($table:literal, $configured:literal) => {
+/// `$1`: the integrations configured, in the backend's form `$configured` reads. A gone
+/// integration's records go with its last event, so they are kept for as long as retention keeps
+/// any of its events (its dead letters included).
+macro_rules! forget_records {
+    ($configured:literal) => {
+        [
+            forget_records!(@ "key_usage", $configured),
+            forget_records!(@ "catch_up_runs", $configured),
+            forget_records!(@ "resource_versions", $configured),
+        ]
+    };
+    (@ $table:literal, $configured:literal) => {
         concat!(
-            "DELETE FROM ",
-            $table,
-            " WHERE ",
-            $configured,
-            " AND NOT EXISTS (SELECT 1 FROM inbox_events e WHERE e.integration = ",
-            $table,
+            "DELETE FROM ", $table, " WHERE integration ", $configured,
+            " AND NOT EXISTS (SELECT 1 FROM inbox_events e WHERE e.integration = ", $table,
             ".integration)"
         )
     };
 }
 
-const FORGET_RECORDS_PG: [&str; 3] = [
-    gone_without_events!("key_usage", "integration <> ALL($1::text[])"),
-    gone_without_events!("catch_up_runs", "integration <> ALL($1::text[])"),
-    gone_without_events!("resource_versions", "integration <> ALL($1::text[])"),
-];
-const FORGET_RECORDS_SQLITE: [&str; 3] = [
-    gone_without_events!(
-        "key_usage",
-        "integration NOT IN (SELECT value FROM json_each($1))"
-    ),
-    gone_without_events!(
-        "catch_up_runs",
-        "integration NOT IN (SELECT value FROM json_each($1))"
-    ),
-    gone_without_events!(
-        "resource_versions",
-        "integration NOT IN (SELECT value FROM json_each($1))"
-    ),
-];
+const FORGET_RECORDS_PG: [&str; 3] = forget_records!("<> ALL($1::text[])");
+/// SQLite has no arrays: the names come as a JSON array.
+const FORGET_RECORDS_SQLITE: [&str; 3] =
+    forget_records!("NOT IN (SELECT value FROM json_each($1))");
 
 impl Inbox {
     /// Forgets the stored version of every resource of `integration` whose version has not moved

@@ -28,6 +28,7 @@ async fn versions(s: &Setup) -> Vec<(String, String, Option<String>)> {
     })
 }
 
+/// Runs `sql` with `args` bound in order, then `at`.
 async fn exec(s: &Setup, sql: &str, args: &[&str], at: DateTime<Utc>) {
     on!(s.inbox(), pool => {
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()));
@@ -48,9 +49,11 @@ fn versioned(resource: &str, version: u32) -> String {
     json!({"data": {"id": resource, "version": version}}).to_string()
 }
 
+/// A version that has not moved for `retention.dedupe` (the default, 30 d) is forgotten unless a
+/// worker holds the resource; a recent one stays.
 async fn versions_unchanged_for_the_dedupe_window_are_forgotten_unless_leased(inbox: Inbox) {
     let s = Setup::new(inbox).await;
-    let w = s.worker_with(cfg());
+    let w = s.worker();
     for res in ["res-old", "res-new", "res-held"] {
         s.dest.script([Answer::Status(200)]);
         s.event("w/ordered", &format!("{res}-5"), &versioned(res, 5))
@@ -91,9 +94,11 @@ async fn versions_unchanged_for_the_dedupe_window_are_forgotten_unless_leased(in
     assert_eq!(s.row("res-old-3").await.0, "processed");
 }
 
+/// Key use, catch-up and ordering rows go with a deleted integration's last event, never those of
+/// a configured integration.
 async fn records_of_integrations_gone_with_their_last_event_are_forgotten(inbox: Inbox) {
     let s = Setup::new(inbox).await;
-    let w = s.worker_with(cfg());
+    let w = s.worker();
     let now = Utc::now();
     // `w/orders` is configured; `w/gone` was deleted and has no event left; `w/leaving` was
     // deleted but one of its events (a dead letter, say) is still kept.
