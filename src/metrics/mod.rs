@@ -1,7 +1,6 @@
 //! Prometheus metrics (prometheus-client), served on the admin port. Labels carry integration
 //! names, outcomes and reason codes only, never header values.
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -10,66 +9,11 @@ use prometheus_client::registry::Registry;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OutcomeLabels {
-    pub integration: String,
-    pub outcome: String,
-}
+mod labels;
+mod register;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabels {
-    pub integration: String,
-    pub reason: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct IntegrationLabels {
-    pub integration: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StatusLabels {
-    pub integration: String,
-    pub status: String,
-}
-
-/// A signing key of one integration. Key ids are names from the spec (never key material), at
-/// most `crd::limits::MAX_KEYS` per integration, so the series stay few.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KeyLabels {
-    pub integration: String,
-    pub key: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KeyPhaseLabels {
-    pub integration: String,
-    pub key: String,
-    pub phase: String,
-}
-
-/// Whether a worker's claim found events: `some` or `none`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct FoundLabels {
-    pub found: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ErrorLabels {
-    pub error: String,
-}
-
-type Histograms = Family<IntegrationLabels, Histogram, fn() -> Histogram>;
-
-fn delivery_buckets() -> Histogram {
-    // 5 ms .. ~41 s: a delivery is bounded by its timeout (default 10 s).
-    Histogram::new(exponential_buckets(0.005, 2.0, 14))
-}
-
-fn completion_buckets() -> Histogram {
-    // 50 ms .. ~2.3 days: first attempts land in seconds, retries in minutes to a day.
-    Histogram::new(exponential_buckets(0.05, 3.0, 16))
-}
+pub use labels::*;
+use labels::{Histograms, completion_buckets, delivery_buckets};
 
 pub struct Metrics {
     pub requests: Family<OutcomeLabels, Counter>,
@@ -136,113 +80,7 @@ impl Metrics {
             key_phase_index: Mutex::default(),
             registry: Registry::with_prefix("hookgate"),
         };
-        let mut registry = Registry::with_prefix("hookgate");
-        let r = &mut registry;
-        r.register(
-            "receiver_requests",
-            "Webhook requests by integration and outcome",
-            m.requests.clone(),
-        );
-        r.register(
-            "signature_failures",
-            "Requests refused at signature verification, by reason",
-            m.signature_failures.clone(),
-        );
-        r.register(
-            "duplicates",
-            "Requests answered as duplicates (same event id, or a replayed signature)",
-            m.duplicates.clone(),
-        );
-        r.register(
-            "handshakes",
-            "Provider endpoint checks answered (Slack url_verification, Discord PING, Twitch, Zoom, Meta subscribe); never stored",
-            m.handshakes.clone(),
-        );
-        r.register(
-            "dedupe_conflicts",
-            "Known event ids that arrived again with a different body",
-            m.dedupe_conflicts.clone(),
-        );
-        r.register(
-            "delivery_attempts",
-            "Delivery attempts and gate decisions by integration and result (processed, retry, dead_letter, ignored)",
-            m.deliveries.clone(),
-        );
-        r.register(
-            "ordering_ungated",
-            "Events of an ordered integration delivered without the gate (no resource id or version, or a version of another kind)",
-            m.ordering_ungated.clone(),
-        );
-        r.register(
-            "delivery_duration_seconds",
-            "Duration of one delivery attempt",
-            m.delivery_duration.clone(),
-        );
-        r.register(
-            "completion_latency_seconds",
-            "From the provider's signed timestamp (or receipt, when unsigned) to processed: the health of the whole pipeline",
-            m.completion_latency.clone(),
-        );
-        r.register(
-            "inbox_events",
-            "Events waiting for delivery (pending, retry, processing) or dead-lettered, by integration and status",
-            m.inbox_events.clone(),
-        );
-        r.register(
-            "inbox_oldest_pending_seconds",
-            "Age of the oldest event still waiting for delivery (pending, retry or processing)",
-            m.oldest_pending.clone(),
-        );
-        r.register(
-            "intake_batch_size",
-            "Events committed together by the receiver's group commit, per transaction",
-            m.intake_batch_size.clone(),
-        );
-        r.register(
-            "reconcile_errors",
-            "Failed reconciles of WebhookIntegrations, by the call that failed (read_secret, patch_status, ...); each is retried in 30 s",
-            m.reconcile_errors.clone(),
-        );
-        r.register(
-            "verified_requests",
-            "Requests whose signature verified, by integration and the id of the key that verified them (receiver)",
-            m.verified_requests.clone(),
-        );
-        r.register(
-            "key_phase",
-            "1 for each signing key's current phase (Active, Retiring, Retired) as the controller last wrote it to status (controller, leader only)",
-            m.key_phase.clone(),
-        );
-        r.register(
-            "refusal_logs_dropped",
-            "Refused requests whose log line the receiver dropped to stay within its per-process line budget (--refusal-log-rps)",
-            m.refusal_logs_dropped.clone(),
-        );
-        r.register(
-            "events_handed_over",
-            "New events the receiver stored leased to the workers of its own process and handed over, so that no claim had to read them back (standalone)",
-            m.handed_over.clone(),
-        );
-        r.register(
-            "claims",
-            "Claims the workers made, by whether they found any due event (found=some) or none (found=none) (workers)",
-            m.claims.clone(),
-        );
-        r.register(
-            "catch_up_missing",
-            "Events catch-up found missing from the inbox: stored from the provider's API (Stripe, Paddle) or redelivered through it (GitHub) (workers)",
-            m.catch_up_missing.clone(),
-        );
-        r.register(
-            "catch_up_present",
-            "Events catch-up listed that the inbox already held (workers)",
-            m.catch_up_present.clone(),
-        );
-        r.register(
-            "catch_up_errors",
-            "Failed catch-up runs by reason (unauthorized, forbidden, rate_limited, provider_unavailable, network, bad_response, inbox) (workers)",
-            m.catch_up_errors.clone(),
-        );
+        let registry = register::registry(&m);
         Metrics { registry, ..m }
     }
 
@@ -457,5 +295,4 @@ impl Metrics {
 }
 
 #[cfg(test)]
-#[path = "metrics_tests.rs"]
 mod tests;

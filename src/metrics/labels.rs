@@ -1,0 +1,66 @@
+//! The label sets of hookgate's series, and the buckets of its histograms.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub integration: String,
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub integration: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct IntegrationLabels {
+    pub integration: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StatusLabels {
+    pub integration: String,
+    pub status: String,
+}
+
+/// A signing key of one integration. Key ids are names from the spec (never key material), at
+/// most `crd::limits::MAX_KEYS` per integration, so the series stay few.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KeyLabels {
+    pub integration: String,
+    pub key: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KeyPhaseLabels {
+    pub integration: String,
+    pub key: String,
+    pub phase: String,
+}
+
+/// Whether a worker's claim found events: `some` or `none`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FoundLabels {
+    pub found: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    pub error: String,
+}
+
+pub(super) type Histograms = Family<IntegrationLabels, Histogram, fn() -> Histogram>;
+
+pub(super) fn delivery_buckets() -> Histogram {
+    // 5 ms .. ~41 s: a delivery is bounded by its timeout (default 10 s).
+    Histogram::new(exponential_buckets(0.005, 2.0, 14))
+}
+
+pub(super) fn completion_buckets() -> Histogram {
+    // 50 ms .. ~2.3 days: first attempts land in seconds, retries in minutes to a day.
+    Histogram::new(exponential_buckets(0.05, 3.0, 16))
+}
