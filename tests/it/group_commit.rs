@@ -224,8 +224,10 @@ async fn race(pool: &sqlx::PgPool, h: &Harness, held: &str, sent: &str) -> (Repl
     .await
     .unwrap();
     let commit_once_blocked = async {
+        // This test's database only: the tests beside it insert into databases of their own.
         let blocked = "SELECT count(*) FROM pg_stat_activity \
-                       WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO inbox_events%'";
+                       WHERE datname = current_database() AND wait_event_type = 'Lock' \
+                       AND query LIKE 'INSERT INTO inbox_events%'";
         for _ in 0..500 {
             let n: i64 = sqlx::query_scalar(blocked).fetch_one(pool).await.unwrap();
             if n > 0 {
