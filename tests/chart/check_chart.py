@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Assertions on the objects that charts/hookgate renders, and on checkov's report.
 
-    check_chart.py render --helm HELM --chart DIR --crd FILE --metrics src/metrics.rs
+    check_chart.py render --helm HELM --chart DIR --crd FILE --metrics src/metrics/register.rs
     check_chart.py checkov --report JSON --framework kubernetes|dockerfile
 
     check_chart.py dockerfile --root .
@@ -446,7 +446,7 @@ def check_migration_hook(objs, label, secret_name):
 
 
 def registered_metrics(metrics_rs):
-    """Metric families registered in src/metrics.rs (prefix hookgate_)."""
+    """Metric families registered in src/metrics/register.rs (prefix hookgate_)."""
     with open(metrics_rs) as f:
         return {"hookgate_" + m for m in re.findall(r'register\(\s*"([a-z_]+)"', f.read())}
 
@@ -472,9 +472,9 @@ def check_dashboard(objs, label, registered=None):
             DASHBOARD_METRICS - used)
     R.check(f"{label}: dashboard uses no unknown series", used <= DASHBOARD_METRICS, used - DASHBOARD_METRICS)
     if registered is not None:
-        R.check(f"{label}: every dashboard metric is registered in src/metrics.rs",
+        R.check(f"{label}: every dashboard metric is registered in src/metrics/register.rs",
                 {family(s) for s in used} <= registered, {family(s) for s in used} - registered)
-        R.check(f"{label}: every metric in src/metrics.rs is on the dashboard",
+        R.check(f"{label}: every metric in src/metrics/register.rs is on the dashboard",
                 registered <= {family(s) for s in used}, registered - {family(s) for s in used})
     titles = " ".join(p["title"].lower() for p in dash["panels"])
     for words in ("by outcome", "signature failures", "duplicates", "delivery attempts by result",
@@ -823,7 +823,7 @@ def scenario_prometheus_rule(helm, chart, registered):
                 rule["annotations"].get("summary") and rule["annotations"].get("description"))
         series = set(re.findall(r"\b(hookgate_[a-z_]+)\b", rule["expr"]))
         unknown = {family(m) for m in series} - registered
-        R.check(f"{label}: {name} reads only metrics that src/metrics.rs registers",
+        R.check(f"{label}: {name} reads only metrics that src/metrics/register.rs registers",
                 not unknown, unknown)
         if name != "HookgateWorkersAbsent":
             selectors = re.findall(r"\b(hookgate_[a-z_]+)(\{[^}]*\})?", rule["expr"])
@@ -1054,7 +1054,7 @@ def main():
     r.add_argument("--helm", required=True)
     r.add_argument("--chart", required=True)
     r.add_argument("--crd", required=True)
-    r.add_argument("--metrics", required=True, help="src/metrics.rs")
+    r.add_argument("--metrics", required=True, help="src/metrics/register.rs")
     d = sub.add_parser("dockerfile")
     d.add_argument("--root", default=".")
     c = sub.add_parser("checkov")

@@ -130,7 +130,7 @@ expect_fail "helm install --dry-run without a database fails too" \
   helm install hg "$CHART" --dry-run=client -n hookgate-system
 
 # --- assertions on the rendered objects, the CRD copy and the Dockerfile -----------------------
-run_py render --helm "$HELM" --chart "$CHART" --crd "$CRD" --metrics src/metrics.rs
+run_py render --helm "$HELM" --chart "$CHART" --crd "$CRD" --metrics src/metrics/register.rs
 run_py dockerfile --root .
 
 # --- the alerts: promtool check rules and promtool test rules ----------------------------------

@@ -6,9 +6,9 @@ use anyhow::Context;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// The events handed over at intake (`src/metrics.rs`), summed over integrations.
+/// The events handed over at intake (`src/metrics/register.rs`), summed over integrations.
 pub const HANDED_OVER: &str = "hookgate_events_handed_over_total";
-/// The workers' claims, found something or not (`src/metrics.rs`), summed.
+/// The workers' claims, found something or not (`src/metrics/register.rs`), summed.
 pub const CLAIMS: &str = "hookgate_claims_total";
 
 /// `name`'s samples in a Prometheus text exposition, summed over their labels (0 when absent).
