@@ -136,10 +136,7 @@ pub fn sign_request(
         Scheme::Linear => linear_body(body, timestamp, opts.timestamp.is_some())?,
         _ => body,
     };
-    let event_id = opts
-        .event_id
-        .clone()
-        .unwrap_or_else(|| format!("evt_{:032x}", rand::random::<u128>()));
+    let event_id = event_id(opts);
     let input = SignInput {
         key_id: &key.id,
         timestamp,
@@ -201,10 +198,7 @@ pub fn sign_handshake(
         cx.secret = Some(secret);
     }
     let probe = handshake::build(scheme, variant, &cx)?;
-    let event_id = opts
-        .event_id
-        .clone()
-        .unwrap_or_else(|| format!("evt_{:032x}", rand::random::<u128>()));
+    let event_id = event_id(opts);
     let input = SignInput {
         key_id: &key.id,
         timestamp: opts.timestamp.unwrap_or_else(|| now.timestamp()),
@@ -227,4 +221,11 @@ pub fn sign_handshake(
         key_id: Some(key.id.clone()),
         probe,
     })
+}
+
+/// The `--event-id` given, or a fresh random one in the shape providers use.
+fn event_id(opts: &SendOptions) -> String {
+    opts.event_id
+        .clone()
+        .unwrap_or_else(|| format!("evt_{:032x}", rand::random::<u128>()))
 }

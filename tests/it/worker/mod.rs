@@ -18,7 +18,7 @@ pub(crate) use setup::*;
 use crate::common::destination::{Answer, Destination, Received};
 use crate::common::*;
 use chrono::Utc;
-use hookgate::inbox::{Inbox, ReplaySelector};
+use hookgate::inbox::Inbox;
 use hookgate::metrics::Metrics;
 use hookgate::worker::{self, Worker, WorkerConfig};
 use serde_json::json;
@@ -150,17 +150,7 @@ async fn replayed_dead_letter_is_delivered_again(inbox: Inbox) {
         ("dead_letter", 2, Some("HTTP 404"))
     );
 
-    let id = s.row_id("dlq-1").await;
-    let replayed = s
-        .inbox()
-        .replay_dead_letters(
-            &ReplaySelector::Ids(vec![id]),
-            Utc::now(),
-            hookgate::inbox::Apply::By(&crate::common::tester()),
-        )
-        .await
-        .unwrap();
-    assert_eq!(replayed, vec![id]);
+    s.replay("dlq-1").await;
     assert_eq!(w.run_once().await.unwrap(), 1);
     let got = s.dest.received();
     let numbers: Vec<String> = got.iter().map(|r| r.header("hookgate-attempt")).collect();

@@ -6,7 +6,7 @@ use crate::common::destination::Destination;
 use crate::common::*;
 use chrono::{DateTime, Utc};
 use hookgate::cli::send::SendOptions;
-use hookgate::inbox::Inbox;
+use hookgate::inbox::{Inbox, ReplaySelector};
 use hookgate::metrics::Metrics;
 use hookgate::worker::{self, Worker, WorkerConfig};
 use sqlx::Row;
@@ -156,6 +156,22 @@ impl Setup {
     }
 
     /// The inbox row id of an event (of any integration; ids are unique per test).
+    /// Replays the dead letter `event_id` as an operator would (by its row id), checking that it
+    /// was the one replayed.
+    pub(crate) async fn replay(&self, event_id: &str) {
+        let id = self.row_id(event_id).await;
+        let replayed = self
+            .inbox()
+            .replay_dead_letters(
+                &ReplaySelector::Ids(vec![id]),
+                Utc::now(),
+                hookgate::inbox::Apply::By(&crate::common::tester()),
+            )
+            .await
+            .unwrap();
+        assert_eq!(replayed, vec![id], "replayed {event_id}");
+    }
+
     pub(crate) async fn row_id(&self, event_id: &str) -> i64 {
         on!(self.inbox(), pool => {
             sqlx::query_scalar("SELECT id FROM inbox_events WHERE event_id = $1")
