@@ -186,7 +186,7 @@ fn bench_runs_every_phase_and_reports_every_figure() {
     };
     assert!(names.contains(&ceiling), "{names:?}");
     for c in [
-        "intake / pgbench 1-row",
+        "intake / pgbench 1-row, paired",
         "pipeline sustainable / pgbench 1-row",
     ] {
         assert_eq!(names.contains(&c), pgbench, "{c} in {names:?}");
@@ -198,15 +198,45 @@ fn bench_runs_every_phase_and_reports_every_figure() {
     assert_eq!(checks.len(), 13 + 2 * usize::from(pgbench), "{names:?}");
     // The primitive's own share of the HMAC target, beside it but not one of the targets.
     let figures = report["figures"].as_array().unwrap();
-    for (kib, f) in [1, 16].iter().zip(figures) {
-        assert_eq!(
-            f["figure"],
-            format!("HMAC alone / raw SHA-256, {kib} KiB"),
-            "{f}"
-        );
-        assert!(f["value"].as_f64().unwrap() > 0.0, "{f}");
+    let figure = |name: &str| {
+        figures
+            .iter()
+            .find(|f| f["figure"] == name)
+            .map(|f| f["value"].as_f64().unwrap())
+    };
+    for kib in [1, 16] {
+        let f = figure(&format!("HMAC alone / raw SHA-256, {kib} KiB"));
+        assert!(f.is_some_and(|v| v > 0.0), "{kib} KiB: {figures:?}");
     }
-    assert_eq!(figures.len(), 2, "{figures:?}");
+    // The intake against the anchor measured a minute earlier: shown, not the target.
+    let unpaired = figure("intake / pgbench 1-row, unpaired");
+    assert_eq!(unpaired.is_some(), pgbench, "{figures:?}");
+    assert_eq!(figures.len(), 2 + usize::from(pgbench), "{figures:?}");
+    if pgbench {
+        // Three pairs (--pgbench-runs' default), each side measured, the target their median.
+        let pairs = report["intake_pgbench_pairs"].as_array().unwrap();
+        assert_eq!(pairs.len(), 3, "{pairs:?}");
+        let mut ratios: Vec<f64> = pairs
+            .iter()
+            .map(|p| {
+                let (i, g) = (
+                    p["intake_events_per_s"].as_f64().unwrap(),
+                    p["pgbench_rows_per_s"].as_f64().unwrap(),
+                );
+                assert!(i > 0.0 && g > 0.0, "{p}");
+                let ratio = p["ratio"].as_f64().unwrap();
+                assert!((ratio - i / g).abs() < 1e-9, "{p}");
+                ratio
+            })
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        let paired = checks
+            .iter()
+            .find(|c| c["check"] == "intake / pgbench 1-row, paired")
+            .unwrap();
+        assert_eq!(paired["value"].as_f64().unwrap(), ratios[1], "{paired}");
+        assert_eq!(paired["target"].as_f64().unwrap(), 1.5, "{paired}");
+    }
     assert!(stdout.contains("(no target)"), "{stdout}");
     let rss = checks
         .iter()

@@ -1,9 +1,11 @@
 //! The receiver on its own (`hookgate standalone --no-workers`, a child process): its maximum
 //! rate, duplicates, latency at half that rate, and its memory; with the ratios of its rate to
-//! the baselines and to the HTTP ceiling measured earlier in the same run.
+//! the baselines and to the HTTP ceiling measured earlier in the same run, and to pgbench 1-row
+//! in pairs run beside it (`paired.rs`).
 
 use super::load;
 use super::open_loop::{self, Pace};
+use super::paired;
 use super::setup::Env;
 use super::stats::{Report, Row};
 use super::{Anchors, BenchArgs};
@@ -44,7 +46,8 @@ pub async fn run(
         );
     }
     if let Some(one_row) = anchors.pgbench_one_row {
-        report.ratio("intake / pgbench 1-row", rate / one_row, 1.5);
+        // Against the anchor measured a minute earlier; the target uses the pairs below.
+        report.figure("intake / pgbench 1-row, unpaired", rate / one_row);
     }
 
     eprintln!("bench: duplicates");
@@ -80,6 +83,9 @@ pub async fn run(
         peak_rss as f64 / 1024.0,
         150.0,
     );
+    if let Some(bin) = &anchors.pgbench {
+        paired::run(args, env, bin, receiver.addr, rate, report).await?;
+    }
     receiver.stop();
     Ok(())
 }

@@ -14,6 +14,7 @@ mod fields;
 mod intake;
 mod load;
 mod open_loop;
+mod paired;
 mod pgbench;
 mod pipeline;
 mod requests;
@@ -38,6 +39,8 @@ struct Anchors {
     baselines: Option<(f64, f64)>,
     /// pgbench, 1 row per transaction, rows/s.
     pgbench_one_row: Option<f64>,
+    /// The pgbench that set it, which the intake runs again beside itself in pairs.
+    pgbench: Option<std::path::PathBuf>,
     /// Requests/s of the HTTP ceiling, and which server set it.
     ceiling: Option<(f64, &'static str)>,
 }
@@ -89,8 +92,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         report.push(Row::throughput("baseline B: 50 rows/transaction", &b));
         anchors.baselines = Some((a.rate(), b.rate()));
     }
-    if phase(Phase::Pgbench) {
-        anchors.pgbench_one_row = pgbench_rows(&args, &env, &mut report).await?;
+    if phase(Phase::Pgbench)
+        && let Some((rate, bin)) = pgbench_rows(&args, &env, &mut report).await?
+    {
+        anchors.pgbench_one_row = Some(rate);
+        anchors.pgbench = Some(bin);
     }
 
     env.reset().await?;
@@ -149,13 +155,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// pgbench inserting the inbox row, 1 and 50 rows per transaction: rows/s of the first, or
-/// `None` (said in the report) when there is no pgbench to run.
+/// pgbench inserting the inbox row, 1 and 50 rows per transaction: rows/s of the first and the
+/// pgbench that ran, or `None` (said in the report) when there is no pgbench to run.
 async fn pgbench_rows(
     args: &BenchArgs,
     env: &setup::Env,
     report: &mut Report,
-) -> anyhow::Result<Option<f64>> {
+) -> anyhow::Result<Option<(f64, std::path::PathBuf)>> {
     let Some(bin) = pgbench::find(args.pgbench.as_deref()) else {
         report.note(format!(
             "pgbench not found ({}): its rows and the ratios to it are skipped",
@@ -204,7 +210,7 @@ async fn pgbench_rows(
             one_row = rate;
         }
     }
-    Ok(Some(one_row))
+    Ok(Some((one_row, bin)))
 }
 
 /// The intake's closed loop against a minimal hyper server and, when installed, nginx; the

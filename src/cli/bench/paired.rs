@@ -1,0 +1,177 @@
+//! The intake against pgbench 1-row in pairs run back to back. The anchor's runs and the intake's
+//! closed loop are a minute apart in a full run, and this machine's speed moved by half within
+//! minutes (pgbench runs of 9,150 and 12,995 rows/s in one run, docs/performance.md round 18), so
+//! a ratio of two figures taken at different moments measured the host as much as hookgate. Each
+//! pair runs pgbench and the intake for the same few seconds one after the other, the order
+//! alternating from pair to pair, and the target uses the median of the pairs' ratios.
+
+use super::BenchArgs;
+use super::load;
+use super::pgbench;
+use super::requests;
+use super::setup::Env;
+use super::stats::Report;
+use serde_json::json;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+/// How long each side of a pair runs at most: long enough for a few dozen thousand events, short
+/// enough that both sides of a pair see the same host and that the requests signed beforehand
+/// (about 1.3 kB each) stay within a hundred megabytes.
+const PAIR_RUN: Duration = Duration::from_secs(3);
+
+/// Requests signed for one pair's intake: half as many again as the closed loop's rate asks, so
+/// that a faster moment does not run out before the time is up.
+fn requests_for(rate: f64, run: Duration, at_least: usize) -> usize {
+    ((rate * run.as_secs_f64() * 1.5).ceil() as usize).max(at_least)
+}
+
+/// Pair `k` runs pgbench first when even, the intake first when odd: a host that speeds up or
+/// slows down steadily then favours neither side.
+fn pgbench_first(k: usize) -> bool {
+    k.is_multiple_of(2)
+}
+
+/// One pair's figures, events or rows per second.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pair {
+    pub pgbench: f64,
+    pub intake: f64,
+}
+
+impl Pair {
+    pub fn ratio(&self) -> f64 {
+        self.intake / self.pgbench
+    }
+}
+
+/// The median of the pairs' ratios (not the ratio of the medians: that would pair figures
+/// taken at different moments again).
+pub fn median_ratio(pairs: &[Pair]) -> f64 {
+    let ratios: Vec<f64> = pairs.iter().map(Pair::ratio).collect();
+    pgbench::median(&ratios)
+}
+
+/// Runs `args.pgbench_runs` pairs against the receiver at `addr` (already warmed up; its inbox is
+/// emptied before each side) and reports their median ratio against the 1.5x target, each pair
+/// as a note and, in the JSON, under `intake_pgbench_pairs`.
+pub async fn run(
+    args: &BenchArgs,
+    env: &Env,
+    pgbench_bin: &Path,
+    addr: SocketAddr,
+    rate: f64,
+    report: &mut Report,
+) -> anyhow::Result<Vec<Pair>> {
+    let run = PAIR_RUN.min(args.pgbench_run).max(Duration::from_secs(1));
+    let n = requests_for(rate, run, args.events);
+    let body = requests::body(0, args.body_bytes);
+    let mut pairs = Vec::new();
+    for k in 0..args.pgbench_runs as usize {
+        eprintln!(
+            "bench: intake and pgbench 1-row, pair {} of {} ({} s each)",
+            k + 1,
+            args.pgbench_runs,
+            run.as_secs()
+        );
+        // Ids no earlier phase used: the intake, duplicates and half-rate phases sign below 30x.
+        let signed = env.signed_requests((30 + k) * args.events.max(n), n)?;
+        let pgbench_side = async {
+            env.reset().await?;
+            pgbench::rows_per_second(pgbench_bin, &env.url, 1, args.concurrency, run, &body).await
+        };
+        let intake_side = async {
+            env.reset().await?;
+            let out = load::closed_loop_for(addr, &signed, args.concurrency, Some(run)).await?;
+            out.expect_all(200, false, "paired intake")?;
+            anyhow::Ok(out.run.rate())
+        };
+        let pair = if pgbench_first(k) {
+            let pgbench = pgbench_side.await?;
+            Pair {
+                pgbench,
+                intake: intake_side.await?,
+            }
+        } else {
+            let intake = intake_side.await?;
+            Pair {
+                intake,
+                pgbench: pgbench_side.await?,
+            }
+        };
+        report.note(format!(
+            "pair {}: pgbench 1-row {:.0} rows/s, intake {:.0} events/s ({} first): {:.2}x",
+            k + 1,
+            pair.pgbench,
+            pair.intake,
+            if pgbench_first(k) {
+                "pgbench"
+            } else {
+                "intake"
+            },
+            pair.ratio()
+        ));
+        pairs.push(pair);
+    }
+    report.ratio("intake / pgbench 1-row, paired", median_ratio(&pairs), 1.5);
+    let text = pairs
+        .iter()
+        .enumerate()
+        .map(|(k, p)| {
+            format!(
+                "  pair {}: {:.0} / {:.0} = {:.2}x\n",
+                k + 1,
+                p.intake,
+                p.pgbench,
+                p.ratio()
+            )
+        })
+        .collect();
+    let json = json!(pairs
+        .iter()
+        .map(|p| json!({"pgbench_rows_per_s": p.pgbench, "intake_events_per_s": p.intake, "ratio": p.ratio()}))
+        .collect::<Vec<_>>());
+    report.section("intake_pgbench_pairs", text, json);
+    Ok(pairs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_target_uses_the_median_of_the_pairs_ratios_not_the_ratio_of_medians() {
+        let pairs = [
+            Pair {
+                pgbench: 10_000.0,
+                intake: 12_000.0,
+            }, // 1.2
+            Pair {
+                pgbench: 6_000.0,
+                intake: 12_000.0,
+            }, // 2.0
+            Pair {
+                pgbench: 12_000.0,
+                intake: 18_000.0,
+            }, // 1.5
+        ];
+        assert_eq!(median_ratio(&pairs), 1.5);
+        // The medians (12,000 / 10,000) would have said 1.2.
+        let even = [pairs[0], pairs[2]];
+        assert!((median_ratio(&even) - 1.35).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_side_that_runs_first_alternates() {
+        let order: Vec<bool> = (0..4).map(pgbench_first).collect();
+        assert_eq!(order, [true, false, true, false]);
+    }
+
+    #[test]
+    fn enough_requests_are_signed_for_a_faster_moment() {
+        assert_eq!(requests_for(10_000.0, Duration::from_secs(3), 200), 45_000);
+        // Never fewer than the intake's own count, whatever the rate measured.
+        assert_eq!(requests_for(10.0, Duration::from_secs(3), 20_000), 20_000);
+    }
+}
