@@ -282,8 +282,8 @@ pub struct ListFilter {
     pub limit: i64,
 }
 
-/// One inbox row without its body or headers.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// One inbox row without its body or headers (read by column name).
+#[derive(Debug, Clone, Serialize, PartialEq, sqlx::FromRow)]
 pub struct EventSummary {
     pub id: i64,
     pub integration: String,

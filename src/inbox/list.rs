@@ -21,32 +21,12 @@ impl Inbox {
             i64::MAX
         };
         backend!(self, pool => {
-            let rows = sqlx::query(LIST)
+            Ok(sqlx::query_as(LIST)
                 .bind(filter.integration.as_deref())
                 .bind(status)
                 .bind(limit)
                 .fetch_all(pool)
-                .await?;
-            rows.iter()
-                .map(|r| {
-                    Ok(EventSummary {
-                        id: r.try_get("id")?,
-                        integration: r.try_get("integration")?,
-                        event_id: r.try_get("event_id")?,
-                        event_type: r.try_get("event_type")?,
-                        status: r.try_get("status")?,
-                        scheme: r.try_get("scheme")?,
-                        key_id: r.try_get("key_id")?,
-                        attempts: r.try_get("attempts")?,
-                        signed_at: r.try_get("signed_at")?,
-                        received_at: r.try_get("received_at")?,
-                        next_attempt_at: r.try_get("next_attempt_at")?,
-                        processed_at: r.try_get("processed_at")?,
-                        last_error: r.try_get("last_error")?,
-                        dedupe_conflicts: r.try_get("dedupe_conflicts")?,
-                    })
-                })
-                .collect()
+                .await?)
         })
     }
 

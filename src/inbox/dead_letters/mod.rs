@@ -27,8 +27,8 @@ pub struct DeadLetterFilter {
     pub limit: i64,
 }
 
-/// One dead-lettered event, without body or headers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One dead-lettered event, without body or headers (read by column name).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct DeadLetter {
     pub id: i64,
     pub integration: String,
@@ -155,26 +155,12 @@ impl Inbox {
     pub async fn dead_letters(&self, f: &DeadLetterFilter) -> Result<Vec<DeadLetter>> {
         let limit = if f.limit > 0 { f.limit } else { i64::MAX };
         backend!(self, pool => {
-            let rows = sqlx::query(LIST_DEAD)
+            Ok(sqlx::query_as(LIST_DEAD)
                 .bind(f.integration.as_deref())
                 .bind(f.since)
                 .bind(limit)
                 .fetch_all(pool)
-                .await?;
-            rows.iter()
-                .map(|r| {
-                    Ok(DeadLetter {
-                        id: r.try_get("id")?,
-                        integration: r.try_get("integration")?,
-                        event_id: r.try_get("event_id")?,
-                        event_type: r.try_get("event_type")?,
-                        attempts: r.try_get("attempts")?,
-                        last_error: r.try_get("last_error")?,
-                        received_at: r.try_get("received_at")?,
-                        dead_lettered_at: r.try_get("dead_lettered_at")?,
-                    })
-                })
-                .collect()
+                .await?)
         })
     }
 
