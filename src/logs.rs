@@ -1,5 +1,5 @@
 //! The JSON log format (`--log-format json`): tracing-subscriber's own JSON lines, built in one
-//! buffer.
+//! buffer; and the timestamps of both formats.
 //!
 //! tracing-subscriber's JSON formatter serializes each line through an adaptor that validates and
 //! copies every fragment separately (~90 writes for one `event received` line). Under load that
@@ -11,6 +11,7 @@
 
 use serde::ser::{SerializeMap, Serializer as _};
 use std::fmt;
+use std::time::UNIX_EPOCH;
 use tracing::{Event, Subscriber};
 use tracing_log::NormalizeEvent;
 use tracing_serde::AsSerde;
@@ -20,15 +21,42 @@ use tracing_subscriber::fmt::format::{self, FormatEvent, FormatFields, Json, Wri
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 use tracing_subscriber::registry::LookupSpan;
 
+/// A line's timestamp as tracing-subscriber's `SystemTime` writes it (RFC 3339, UTC, six
+/// decimals: `2026-12-03T11:38:31.448997Z`). Its formatter writes seven padded integers through
+/// `fmt`, some 2,400 instructions a line, which was 3% of the receiver's instructions per request
+/// and as much of a delivery's (docs/performance.md, round 20); humantime's writes the same text
+/// from one buffer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Timestamps;
+
+/// 10000-01-01T00:00:00Z: humantime writes four-digit years only.
+const FIRST_FIVE_DIGIT_YEAR: u64 = 253_402_300_800;
+
+/// The instant as humantime writes it, or `None` where it cannot (before 1970, from year 10000).
+fn rfc3339_micros(t: std::time::SystemTime) -> Option<humantime::Rfc3339Timestamp> {
+    let since = t.duration_since(UNIX_EPOCH).ok()?;
+    (since.as_secs() < FIRST_FIVE_DIGIT_YEAR).then(|| humantime::format_rfc3339_micros(t))
+}
+
+impl FormatTime for Timestamps {
+    fn format_time(&self, w: &mut Writer<'_>) -> fmt::Result {
+        match rfc3339_micros(std::time::SystemTime::now()) {
+            Some(stamp) => write!(w, "{stamp}"),
+            // A clock set outside humantime's range still gets a timestamp, the stock way.
+            None => SystemTime.format_time(w),
+        }
+    }
+}
+
 /// One JSON object per line: `timestamp`, `level`, `fields` (with `message`) and `target`.
 pub struct JsonLines {
-    in_span: format::Format<Json, SystemTime>,
+    in_span: format::Format<Json, Timestamps>,
 }
 
 impl Default for JsonLines {
     fn default() -> Self {
         Self {
-            in_span: format::Format::default().json(),
+            in_span: format::Format::default().json().with_timer(Timestamps),
         }
     }
 }
@@ -51,7 +79,7 @@ where
             return self.in_span.format_event(ctx, writer, event);
         }
         let mut timestamp = String::with_capacity(32);
-        SystemTime.format_time(&mut Writer::new(&mut timestamp))?;
+        Timestamps.format_time(&mut Writer::new(&mut timestamp))?;
         // Events from the `log` crate carry their target in fields, as the stock formatter reads it.
         let normalized = event.normalized_metadata();
         let meta = normalized.as_ref().unwrap_or_else(|| event.metadata());
@@ -73,10 +101,14 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::JsonLines;
+    use super::{JsonLines, Timestamps, rfc3339_micros};
+    use chrono::{DateTime, SecondsFormat, Utc};
     use std::io::Write;
     use std::sync::{Arc, Mutex};
+    use std::time::{Duration, UNIX_EPOCH};
     use tracing_subscriber::fmt::MakeWriter;
+    use tracing_subscriber::fmt::format::Writer;
+    use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 
     #[derive(Clone, Default)]
     struct Lines(Arc<Mutex<Vec<u8>>>);
@@ -151,6 +183,61 @@ mod tests {
             ours[3].contains("\"span\""),
             "the span is printed: {}",
             ours[3]
+        );
+    }
+
+    /// The text chrono writes for the same instant, in the stock formatter's shape.
+    fn chrono_text(t: std::time::SystemTime) -> String {
+        DateTime::<Utc>::from(t).to_rfc3339_opts(SecondsFormat::Micros, true)
+    }
+
+    #[test]
+    fn timestamps_are_the_stock_text() {
+        let instants = [
+            0,               // the epoch
+            951_782_400,     // 2000-02-29, a leap day of a century divisible by 400
+            4_107_542_399,   // 2100-02-28T23:59:59, a century that is not a leap year
+            1_796_298_511,   // a working day in 2026
+            253_402_300_799, // 9999-12-31T23:59:59, the last second humantime writes
+        ];
+        for secs in instants {
+            for micros in [0, 1, 448_997, 999_999] {
+                let t = UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_micros(micros);
+                let ours = rfc3339_micros(t).expect("in range").to_string();
+                assert_eq!(ours, chrono_text(t), "{secs}s {micros}µs");
+            }
+        }
+        // Nanoseconds are cut, not rounded, as the stock formatter does.
+        let t = UNIX_EPOCH + Duration::from_nanos(1_999_999_999);
+        assert_eq!(
+            rfc3339_micros(t).unwrap().to_string(),
+            "1970-01-01T00:00:01.999999Z"
+        );
+    }
+
+    #[test]
+    fn instants_humantime_cannot_write_are_left_to_the_stock_formatter() {
+        assert!(rfc3339_micros(UNIX_EPOCH - Duration::from_secs(1)).is_none());
+        let year_10000 = UNIX_EPOCH + Duration::from_secs(253_402_300_800);
+        assert!(rfc3339_micros(year_10000).is_none());
+    }
+
+    #[test]
+    fn a_line_now_has_the_stock_shape() {
+        let (mut ours, mut stock) = (String::new(), String::new());
+        Timestamps.format_time(&mut Writer::new(&mut ours)).unwrap();
+        SystemTime
+            .format_time(&mut Writer::new(&mut stock))
+            .unwrap();
+        assert_eq!(ours.len(), stock.len(), "{ours} / {stock}");
+        // Ours is taken first, the stock one a moment later.
+        let (a, b) = (
+            humantime::parse_rfc3339(&ours).unwrap(),
+            humantime::parse_rfc3339(&stock).unwrap(),
+        );
+        assert!(
+            b >= a && b.duration_since(a).unwrap() < Duration::from_secs(1),
+            "{ours} then {stock}"
         );
     }
 }

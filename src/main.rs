@@ -26,6 +26,7 @@ async fn main() {
     let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
+        .with_timer(hookgate::logs::Timestamps)
         .with_writer(writer);
     match cli.log_format {
         LogFormat::Json => fmt
