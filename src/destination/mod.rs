@@ -149,11 +149,8 @@ pub fn check_address(ip: IpAddr, policy: &Policy) -> Result<(), Refusal> {
 /// Whether `host` may be the destination of an integration in `namespace`. Addresses are also
 /// checked with [`check_address`]; a name's addresses are checked once it resolves.
 pub fn check_host(host: &Host, namespace: &str, policy: &Policy) -> Result<(), Refusal> {
-    let name = match host {
-        Host::Ip(ip) => {
-            check_address(*ip, policy)?;
-            ip.to_string()
-        }
+    match host {
+        Host::Ip(ip) => check_address(*ip, policy)?,
         Host::Name(name) => {
             if METADATA_HOSTS.contains(&name.as_str()) {
                 return Err(Refusal::MetadataHost(name.clone()));
@@ -161,13 +158,18 @@ pub fn check_host(host: &Host, namespace: &str, policy: &Policy) -> Result<(), R
             if is_api_server_name(name) {
                 return Err(Refusal::ApiServerHost(name.clone()));
             }
-            name.clone()
         }
+    }
+    if policy.scope != Scope::Namespace {
+        return Ok(());
+    }
+    // Runs before every attempt, so an address is written out only when the scope asks.
+    let name = match host {
+        Host::Name(n) if is_service_of(n, namespace, &policy.cluster_domain) => return Ok(()),
+        Host::Name(n) => n.clone(),
+        Host::Ip(ip) => ip.to_string(),
     };
-    let confined = policy.scope == Scope::Namespace;
-    let own_service =
-        matches!(host, Host::Name(n) if is_service_of(n, namespace, &policy.cluster_domain));
-    if confined && !own_service && !is_allowed(&name, &policy.allowed_hosts) {
+    if !is_allowed(&name, &policy.allowed_hosts) {
         return Err(Refusal::OutsideNamespace {
             host: name,
             namespace: namespace.to_string(),
