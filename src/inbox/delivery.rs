@@ -16,9 +16,11 @@ pub struct Claimed {
     pub event_id: String,
     pub event_type: Option<String>,
     /// `[[name, value], ...]` as stored by the receiver.
-    pub headers: serde_json::Value,
+    pub headers: super::StoredHeaders,
     pub content_type: Option<String>,
-    pub body: Vec<u8>,
+    /// Shared, not copied, from the receiver's request to the destination's (a hand-over and
+    /// each attempt's request take a reference).
+    pub body: bytes::Bytes,
     /// 1-based number of the attempt this claim is for; with `lease_until`, the fencing token.
     pub attempt: i64,
     /// The lease deadline this claim set, as stored. A later claim of the same row sets a later
@@ -39,9 +41,9 @@ impl Claimed {
             integration: self.integration.clone(),
             event_id: self.event_id.clone(),
             event_type: self.event_type.clone(),
-            headers: serde_json::Value::Null,
+            headers: super::StoredHeaders::none(),
             content_type: None,
-            body: Vec::new(),
+            body: bytes::Bytes::new(),
             attempt: self.attempt,
             lease_until: self.lease_until,
             received_at: self.received_at,
@@ -52,8 +54,8 @@ impl Claimed {
 
     /// Frees the payload once it has been sent; the claim stays usable for completion.
     pub fn shed_payload(&mut self) {
-        self.body = Vec::new();
-        self.headers = serde_json::Value::Null;
+        self.body = bytes::Bytes::new();
+        self.headers = super::StoredHeaders::none();
         self.content_type = None;
     }
 }
@@ -213,15 +215,16 @@ macro_rules! claimed_rows {
         $rows
             .iter()
             .map(|r| {
-                let headers: sqlx::types::Json<serde_json::Value> = r.try_get("headers")?;
+                let headers: sqlx::types::Json<Box<serde_json::value::RawValue>> =
+                    r.try_get("headers")?;
                 Ok(Claimed {
                     id: r.try_get("id")?,
                     integration: r.try_get("integration")?,
                     event_id: r.try_get("event_id")?,
                     event_type: r.try_get("event_type")?,
-                    headers: headers.0,
+                    headers: headers.0.into(),
                     content_type: r.try_get("content_type")?,
-                    body: r.try_get("body")?,
+                    body: r.try_get::<Vec<u8>, _>("body")?.into(),
                     attempt: r.try_get("attempts")?,
                     lease_until: r.try_get("locked_until")?,
                     received_at: r.try_get("received_at")?,

@@ -25,6 +25,7 @@ mod event;
 mod forget;
 mod group;
 mod handoff;
+mod headers;
 mod kept;
 mod key_use;
 mod list;
@@ -46,6 +47,7 @@ pub use delivery::{Advance, Attempt, CLAIM_FROM_PG, CLAIM_PG, Claimed, Completio
 pub use event::{Arrival, EventSummary, InsertOutcome, ListFilter, NewEvent, Status};
 pub use group::{GroupCommit, GroupCommitConfig, MAX_BATCH};
 pub use handoff::{Handed, Handoff, Reservation, Room as HandoffRoom, handoff};
+pub use headers::StoredHeaders;
 pub use key_use::FLUSH_EVERY as KEY_USE_FLUSH_EVERY;
 pub use notify::{CHANNEL as NOTIFY_CHANNEL, Notifier, listen};
 pub use stats::{BACKLOG, BacklogCount, CONFLICTS, Traffic};

@@ -3,12 +3,12 @@
 //! headers kept with the event.
 
 use crate::http::reply::Reply;
+use crate::inbox::StoredHeaders;
 use crate::route::Source;
 use crate::route::json_pointers::Fields;
 use crate::signature::Verified;
 use axum::body::Body;
 use axum::http::HeaderMap;
-use serde_json::Value;
 
 pub(super) async fn read_body(
     body: Body,
@@ -59,19 +59,14 @@ impl Read<'_> {
 
 /// Request headers kept with the event, minus signatures and credentials: a database reader
 /// should not be able to lift a valid signature or a token from the inbox.
-pub(super) fn stored_headers(headers: &HeaderMap, signature_headers: &[&str]) -> Value {
-    let kept: Vec<Value> = headers
-        .iter()
-        .filter(|(name, _)| {
-            let n = name.as_str();
-            !crate::redact::NEVER_STORED_HEADERS.contains(&n) && !signature_headers.contains(&n)
-        })
-        .map(|(name, value)| {
-            Value::from(vec![
-                name.as_str().to_string(),
-                String::from_utf8_lossy(value.as_bytes()).into_owned(),
-            ])
-        })
-        .collect();
-    Value::Array(kept)
+pub(super) fn stored_headers(headers: &HeaderMap, signature_headers: &[&str]) -> StoredHeaders {
+    StoredHeaders::of(
+        headers
+            .iter()
+            .filter(|(name, _)| {
+                let n = name.as_str();
+                !crate::redact::NEVER_STORED_HEADERS.contains(&n) && !signature_headers.contains(&n)
+            })
+            .map(|(name, value)| (name.as_str(), String::from_utf8_lossy(value.as_bytes()))),
+    )
 }

@@ -50,16 +50,11 @@ pub fn headers(
         out.push(("hookgate-event-type".into(), t.clone()));
     }
     out.push(("hookgate-attempt".into(), event.attempt.to_string()));
-    if let Some(pairs) = event.headers.as_array() {
-        for pair in pairs {
-            let (Some(name), Some(value)) = (
-                pair.get(0).and_then(|v| v.as_str()),
-                pair.get(1).and_then(|v| v.as_str()),
-            ) else {
-                continue;
-            };
-            if target.forward_headers.iter().any(|f| f == name) {
-                out.push((name.to_string(), value.to_string()));
+    // Most integrations forward nothing: the stored text is then never parsed.
+    if !target.forward_headers.is_empty() {
+        for (name, value) in event.headers.pairs() {
+            if target.forward_headers.contains(&name) {
+                out.push((name, value));
             }
         }
     }

@@ -55,7 +55,11 @@ impl BatchTx for On<'_, PgConnection> {
             .bind(col(|e| Some(e.scheme)))
             .bind(col(|e| Some(&e.key_id)))
             .bind(evs.iter().map(|e| signed_at(e)).collect::<Vec<_>>())
-            .bind(evs.iter().map(|e| Json(&e.headers)).collect::<Vec<_>>())
+            .bind(
+                evs.iter()
+                    .map(|e| Json(e.headers.json()))
+                    .collect::<Vec<_>>(),
+            )
             .bind(col(|e| e.content_type.as_deref()))
             .bind(evs.iter().map(|e| &e.body[..]).collect::<Vec<_>>())
             .bind(evs.iter().map(|e| &e.body_sha256[..]).collect::<Vec<_>>())

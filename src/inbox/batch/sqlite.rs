@@ -45,7 +45,7 @@ impl BatchTx for On<'_, SqliteConnection> {
                 .push_bind(e.scheme)
                 .push_bind(e.key_id.as_str())
                 .push_bind(signed_at(e))
-                .push_bind(Json(&e.headers))
+                .push_bind(Json(e.headers.json()))
                 .push_bind(e.content_type.as_deref())
                 .push_bind(&e.body[..])
                 .push_bind(&e.body_sha256[..])
