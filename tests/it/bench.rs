@@ -159,6 +159,9 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         // per store: fewer than the events accepted (one per hand-over before round 14).
         let claims = s["claims_per_1k"].as_f64().unwrap();
         assert!((0.0..1000.0).contains(&claims), "{s}");
+        // Each event's row went into the WAL with its 1 KiB body, then its completion.
+        let wal = s["wal_bytes_per_event"].as_f64().unwrap();
+        assert!(wal > 1024.0, "{s}");
     }
     // The reported rate is the highest step that held, or 0 when none did.
     let held = steps
@@ -237,6 +240,31 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         assert_eq!(paired["value"].as_f64().unwrap(), ratios[1], "{paired}");
         assert_eq!(paired["target"].as_f64().unwrap(), 1.5, "{paired}");
     }
+    // The WAL each measured run wrote (pg_current_wal_lsn), per row, and its rows per commit.
+    let wal = report["wal"].as_array().unwrap();
+    let runs: Vec<&str> = wal.iter().map(|w| w["run"].as_str().unwrap()).collect();
+    // Three runs of pgbench at 1 and 50 rows, the intake, and both sides of three pairs.
+    assert_eq!(wal.len(), 1 + 12 * usize::from(pgbench), "{runs:?}");
+    for w in wal {
+        let (run, rows) = (w["run"].as_str().unwrap(), w["rows"].as_i64().unwrap());
+        assert!(rows > 0, "{w}");
+        // Every row carries its 1 KiB body (too small to be compressed or moved out of line).
+        let bytes = w["wal_bytes_per_row"].as_f64().unwrap();
+        assert!((1024.0..4096.0).contains(&bytes), "{w}");
+        let per_commit = w["rows_per_commit"].as_f64().unwrap();
+        let expected = if run.starts_with("pgbench: 50") {
+            50.0
+        } else if run.contains("pgbench") {
+            1.0
+        } else {
+            // The receiver's group commit: never more events than requests in flight.
+            assert!((1.0..=8.0).contains(&per_commit), "{w}");
+            continue;
+        };
+        assert_eq!(per_commit, expected, "{w}");
+    }
+    assert!(runs.contains(&"hookgate intake (closed loop)"), "{runs:?}");
+    assert!(stdout.contains("bytes/row"), "{stdout}");
     assert!(stdout.contains("(no target)"), "{stdout}");
     let rss = checks
         .iter()

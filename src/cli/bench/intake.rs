@@ -8,6 +8,7 @@ use super::open_loop::{self, Pace};
 use super::paired;
 use super::setup::Env;
 use super::stats::{Report, Row};
+use super::wal;
 use super::{Anchors, BenchArgs};
 use std::time::Duration;
 
@@ -18,7 +19,8 @@ pub async fn run(
     anchors: &Anchors,
     report: &mut Report,
 ) -> anyhow::Result<()> {
-    let receiver = env.spawn_receiver(None)?;
+    // Its admin port serves the batch histogram the WAL table's events per commit come from.
+    let receiver = env.spawn_receiver(Some(super::setup::free_port()?))?;
     receiver.wait_ready().await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let idle_rss = receiver.rss_kib()?;
@@ -27,8 +29,17 @@ pub async fn run(
     let requests = env.signed_requests(0, args.events)?;
     let warmup = env.signed_requests(10 * args.events, 1000)?;
     load::closed_loop(receiver.addr, &warmup, args.concurrency).await?;
+    let (meter, batches) = (
+        wal::Meter::start(&env.pool).await,
+        wal::batches(receiver.admin).await,
+    );
     let max = load::closed_loop(receiver.addr, &requests, args.concurrency).await?;
     max.expect_all(200, false, "intake")?;
+    if let Some(meter) = meter {
+        let per_commit = wal::per_commit(batches, wal::batches(receiver.admin).await);
+        let w = meter.finish(&env.pool, per_commit).await;
+        report.wal("hookgate intake (closed loop)", w);
+    }
     report.push(Row::throughput(
         "hookgate intake (HTTP, verify, commit)",
         &max.run,
@@ -84,7 +95,7 @@ pub async fn run(
         150.0,
     );
     if let Some(bin) = &anchors.pgbench {
-        paired::run(args, env, bin, receiver.addr, rate, report).await?;
+        paired::run(args, env, bin, &receiver, rate, report).await?;
     }
     receiver.stop();
     Ok(())

@@ -25,6 +25,7 @@ mod sink;
 mod sql;
 mod stats;
 mod verify;
+mod wal;
 
 pub use args::{BenchArgs, Phase};
 
@@ -184,8 +185,9 @@ async fn pgbench_rows(
             args.pgbench_runs
         );
         let mut runs = Vec::new();
-        for _ in 0..args.pgbench_runs {
+        for k in 0..args.pgbench_runs {
             env.reset().await?;
+            let meter = wal::Meter::start(&env.pool).await;
             let rate = pgbench::rows_per_second(
                 &bin,
                 &env.url,
@@ -195,6 +197,10 @@ async fn pgbench_rows(
                 &body,
             )
             .await?;
+            if let Some(meter) = meter {
+                let w = meter.finish(&env.pool, Some(rows as f64)).await;
+                report.wal(&format!("{name}, run {}", k + 1), w);
+            }
             runs.push(rate);
         }
         let rate = pgbench::median(&runs);

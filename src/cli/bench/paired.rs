@@ -9,10 +9,10 @@ use super::BenchArgs;
 use super::load;
 use super::pgbench;
 use super::requests;
-use super::setup::Env;
+use super::setup::{Child, Env};
 use super::stats::Report;
+use super::wal;
 use serde_json::json;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -60,7 +60,7 @@ pub async fn run(
     args: &BenchArgs,
     env: &Env,
     pgbench_bin: &Path,
-    addr: SocketAddr,
+    receiver: &Child,
     rate: f64,
     report: &mut Report,
 ) -> anyhow::Result<()> {
@@ -79,27 +79,34 @@ pub async fn run(
         let signed = env.signed_requests((30 + k) * args.events.max(n), n)?;
         let pgbench_side = async {
             env.reset().await?;
-            pgbench::rows_per_second(pgbench_bin, &env.url, 1, args.concurrency, run, &body).await
+            let meter = wal::Meter::start(&env.pool).await;
+            let rate =
+                pgbench::rows_per_second(pgbench_bin, &env.url, 1, args.concurrency, run, &body)
+                    .await?;
+            anyhow::Ok((rate, finish(meter, env, Some(1.0)).await))
         };
         let intake_side = async {
             env.reset().await?;
-            let out = load::closed_loop_for(addr, &signed, args.concurrency, Some(run)).await?;
+            let (meter, batches) = (
+                wal::Meter::start(&env.pool).await,
+                wal::batches(receiver.admin).await,
+            );
+            let out =
+                load::closed_loop_for(receiver.addr, &signed, args.concurrency, Some(run)).await?;
             out.expect_all(200, false, "paired intake")?;
-            anyhow::Ok(out.run.rate())
+            let per_commit = wal::per_commit(batches, wal::batches(receiver.admin).await);
+            anyhow::Ok((out.run.rate(), finish(meter, env, per_commit).await))
         };
-        let pair = if pgbench_first(k) {
-            let pgbench = pgbench_side.await?;
-            Pair {
-                pgbench,
-                intake: intake_side.await?,
-            }
+        let ((pgbench, pgbench_wal), (intake, intake_wal)) = if pgbench_first(k) {
+            let p = pgbench_side.await?;
+            (p, intake_side.await?)
         } else {
-            let intake = intake_side.await?;
-            Pair {
-                intake,
-                pgbench: pgbench_side.await?,
-            }
+            let i = intake_side.await?;
+            (pgbench_side.await?, i)
         };
+        let pair = Pair { pgbench, intake };
+        report.wal(&format!("pair {}: pgbench 1-row", k + 1), pgbench_wal);
+        report.wal(&format!("pair {}: intake", k + 1), intake_wal);
         report.note(format!(
             "pair {}: pgbench 1-row {:.0} rows/s, intake {:.0} events/s ({} first): {:.2}x",
             k + 1,
@@ -134,6 +141,14 @@ pub async fn run(
         .collect::<Vec<_>>());
     report.section("intake_pgbench_pairs", text, json);
     Ok(())
+}
+
+async fn finish(
+    meter: Option<wal::Meter>,
+    env: &Env,
+    per_commit: Option<f64>,
+) -> Option<wal::PerRow> {
+    meter?.finish(&env.pool, per_commit).await
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use super::search::{self, LATENCY_LIMIT, Step};
 use super::setup::Env;
 use super::sink::Counter;
 use super::stats::{Report, Row, Run};
+use super::wal;
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
@@ -170,6 +171,7 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
     let before = sink.count();
     let counted_before = child.counted().await;
     let cpu_before = cpu::sample(&child.pids());
+    let lsn_before = wal::lsn(&env.pool).await;
     let out = open_loop::open_loop(child.addr(), &signer, args.open_loop_connections, pace).await?;
     let cpu_after = cpu::sample(&child.pids());
     // [handed over, claims] during the load.
@@ -184,6 +186,7 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
     // Events still in flight get the latency limit to finish; any left after it is late anyway,
     // and counts with what it has waited so far.
     tokio::time::sleep(LATENCY_LIMIT).await;
+    let lsn_after = wal::lsn(&env.pool).await;
     let read_at = Utc::now();
     let processed = processed_at(env, n).await?;
     child.stop();
@@ -220,6 +223,10 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
         claims_per_1k: counted
             .filter(|_| out.fresh(200) > 0)
             .map(|[_, c]| 1000.0 * c / out.fresh(200) as f64),
+        wal_bytes_per_event: lsn_before
+            .zip(lsn_after)
+            .filter(|_| out.fresh(200) > 0)
+            .map(|(b, a)| (a - b) as f64 / out.fresh(200) as f64),
     })
 }
 
@@ -247,6 +254,10 @@ fn line(k: usize, s: &Step) -> String {
         Some(c) => format!("{c:>9.1}"),
         None => format!("{:>9}", "-"),
     };
+    let wal = match s.wal_bytes_per_event {
+        Some(w) => format!("{w:>9.0}"),
+        None => format!("{:>9}", "-"),
+    };
     let cpu = match s.cpu {
         Some(c) => format!(
             "{:>8.0} {:>8.0} {:>8.0} {:>5.0}%",
@@ -255,7 +266,7 @@ fn line(k: usize, s: &Step) -> String {
         None => format!("{:>8} {:>8} {:>8} {:>6}", "-", "-", "-", "-"),
     };
     format!(
-        "{k:>4} {:>10.0} {:>10.0} {:>9.2}ms {:>6} {:>11.0} {:>9} {:>10.1}ms {:>10.1}ms {cpu} {handed} {claims}  {}{}",
+        "{k:>4} {:>10.0} {:>10.0} {:>9.2}ms {:>6} {:>11.0} {:>9} {:>10.1}ms {:>10.1}ms {cpu} {handed} {claims} {wal}  {}{}",
         s.offered,
         s.intake,
         s.intake_p99_ms,
@@ -281,14 +292,15 @@ fn table(args: &BenchArgs, steps: &[Step]) -> String {
          conns = connections the load generator needed (up to {} as answers took longer); \
          CPU µs per accepted event during the load: hookgate, the bench (load generator and sink), the rest of the machine (PostgreSQL); busy = of all cores; \
          handed = accepted events the receiver handed over to the workers of its process (no claim); \
-         claims/1k = the workers' claims (found events or not) per 1,000 accepted events",
+         claims/1k = the workers' claims (found events or not) per 1,000 accepted events; \
+         WAL B/ev = WAL bytes PostgreSQL wrote per accepted event until the step's events were delivered",
         args.pipeline_topology.label(),
         args.pipeline_secs,
         args.open_loop_connections
     );
     let _ = writeln!(
         out,
-        "{:>4} {:>10} {:>10} {:>11} {:>6} {:>11} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>6} {:>7} {:>9}  sustainable",
+        "{:>4} {:>10} {:>10} {:>11} {:>6} {:>11} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>6} {:>7} {:>9} {:>9}  sustainable",
         "step",
         "offered/s",
         "intake/s",
@@ -303,7 +315,8 @@ fn table(args: &BenchArgs, steps: &[Step]) -> String {
         "rest",
         "busy",
         "handed",
-        "claims/1k"
+        "claims/1k",
+        "WAL B/ev"
     );
     for (k, s) in steps.iter().enumerate() {
         let _ = writeln!(out, "{}", line(k + 1, s));

@@ -11,6 +11,10 @@ pub const HANDED_OVER: &str = "hookgate_events_handed_over_total";
 /// The workers' claims, found something or not (`src/metrics/register.rs`), summed.
 pub const CLAIMS: &str = "hookgate_claims_total";
 
+/// The receiver's group commit (`src/metrics/register.rs`): events committed, and transactions.
+pub const BATCHED_EVENTS: &str = "hookgate_intake_batch_size_sum";
+pub const BATCHES: &str = "hookgate_intake_batch_size_count";
+
 /// `name`'s samples in a Prometheus text exposition, summed over their labels (0 when absent).
 pub fn counter_sum(exposition: &str, name: &str) -> f64 {
     exposition

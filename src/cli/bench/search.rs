@@ -38,6 +38,9 @@ pub struct Step {
     pub handed_pct: Option<f64>,
     /// The workers' claims during the load per 1,000 accepted events (`None`: as above).
     pub claims_per_1k: Option<f64>,
+    /// WAL bytes written per accepted event, from the load's start until its events were
+    /// delivered or the latency limit passed: the insert, the hand-over or claim, the completion.
+    pub wal_bytes_per_event: Option<f64>,
 }
 
 /// Sustainable: every event accepted, a backlog under one second of traffic at the end, and

@@ -116,6 +116,7 @@ pub struct Report {
     sections: Vec<Section>,
     /// What was skipped and why (a missing tool, a ratio without its other side).
     notes: Vec<String>,
+    wal: super::wal::Table,
 }
 
 impl Report {
@@ -141,6 +142,7 @@ impl Report {
             figures: Vec::new(),
             sections: Vec::new(),
             notes: Vec::new(),
+            wal: Default::default(),
         }
     }
 
@@ -155,6 +157,14 @@ impl Report {
             text,
             json,
         });
+    }
+
+    /// What PostgreSQL wrote to its WAL during a measured run; `None` (its counters could not
+    /// be read, or the run added no row) leaves the run out.
+    pub fn wal(&mut self, run: &str, w: Option<super::wal::PerRow>) {
+        if let Some(w) = w {
+            self.wal.push(run, w);
+        }
     }
 
     /// Something the reader must know about this run (also said on stderr when it happens).
@@ -226,6 +236,9 @@ impl Report {
         for s in &self.sections {
             let _ = write!(out, "\n{}", s.text);
         }
+        if let Some(wal) = self.wal.text() {
+            let _ = write!(out, "\n{wal}");
+        }
         let _ = writeln!(
             out,
             "\n{:<44} {:>10} {:>10}  result",
@@ -281,6 +294,7 @@ impl Report {
         for s in &self.sections {
             report[&s.key] = s.json.clone();
         }
+        report["wal"] = self.wal.json();
         serde_json::to_string_pretty(&report).expect("plain JSON")
     }
 }
