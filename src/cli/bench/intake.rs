@@ -6,8 +6,8 @@
 use super::load;
 use super::open_loop::{self, Pace};
 use super::paired;
+use super::report::{Report, Row};
 use super::setup::Env;
-use super::stats::{Report, Row};
 use super::wal;
 use super::{Anchors, BenchArgs};
 use std::time::Duration;

@@ -17,6 +17,7 @@ mod open_loop;
 mod paired;
 mod pgbench;
 mod pipeline;
+mod report;
 mod requests;
 mod scrape;
 mod search;
@@ -30,7 +31,7 @@ mod wal;
 pub use args::{BenchArgs, Phase};
 
 use anyhow::Context;
-use stats::{Report, Row};
+use report::{Report, Row};
 use std::time::Duration;
 
 /// The figures the targets are ratios of, when their phases ran in this invocation.

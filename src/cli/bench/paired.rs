@@ -8,9 +8,9 @@
 use super::BenchArgs;
 use super::load;
 use super::pgbench;
+use super::report::Report;
 use super::requests;
 use super::setup::{Child, Env};
-use super::stats::Report;
 use super::wal;
 use serde_json::json;
 use std::path::Path;
