@@ -252,6 +252,18 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         let bytes = w["wal_bytes_per_row"].as_f64().unwrap();
         assert!((1024.0..4096.0).contains(&bytes), "{w}");
         let per_commit = w["rows_per_commit"].as_f64().unwrap();
+        // WAL flushes are counted for the anchor's runs only: PostgreSQL's group commit puts a
+        // few commits behind each, never more than the 8 clients have in flight.
+        let per_flush = w["rows_per_flush"].as_f64();
+        if run.starts_with("pgbench: ") {
+            let per_flush = per_flush.unwrap_or_else(|| panic!("{w}"));
+            assert!(
+                (0.5 * per_commit..=8.0 * per_commit).contains(&per_flush),
+                "{w}"
+            );
+        } else {
+            assert_eq!(per_flush, None, "{w}");
+        }
         let expected = if run.starts_with("pgbench: 50") {
             50.0
         } else if run.contains("pgbench") {

@@ -188,7 +188,7 @@ async fn pgbench_rows(
         let mut runs = Vec::new();
         for k in 0..args.pgbench_runs {
             env.reset().await?;
-            let meter = wal::Meter::start(&env.pool).await;
+            let meter = wal::Meter::start_counting_flushes(&env.pool).await;
             let rate = pgbench::rows_per_second(
                 &bin,
                 &env.url,

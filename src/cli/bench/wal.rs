@@ -5,13 +5,19 @@
 //! move with the host's speed.
 //!
 //! The bytes are the distance `pg_current_wal_lsn()` moved: exact at any moment, and
-//! cluster-wide (the bench's own statements between runs are not inside a run). `pg_stat_wal`
-//! would add records and flushes, but a connection that stays open, as the receiver's pool
-//! does, reports its counters only when idle and up to ten seconds late, so a run's figures
-//! would land in the next one's.
+//! cluster-wide (the bench's own statements between runs are not inside a run).
+//!
+//! WAL flushes come from `pg_stat_wal`, which is cluster-wide too, and which a backend updates
+//! when it goes idle, or up to ten seconds later when it reported less than a second before
+//! (PostgreSQL 15's `PGSTAT_IDLE_INTERVAL`); a backend that exits reports at once. So they are
+//! counted only for pgbench's anchor runs: pgbench's backends exit when it does, the bench's own
+//! connections are made to report before and after, and no receiver is running yet. In the
+//! pairs, the receiver's connections stay open and their late reports would land in pgbench's
+//! figures.
 
 use serde::Serialize;
 use sqlx::PgPool;
+use std::time::Duration;
 
 /// What one run wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -20,16 +26,49 @@ pub struct PerRow {
     pub wal_bytes_per_row: f64,
     /// Rows per transaction: pgbench's script says it, the receiver's batch histogram counts it.
     pub rows_per_commit: Option<f64>,
+    /// Rows per WAL flush, where flushes were counted (pgbench's anchor runs): how many commits
+    /// PostgreSQL's own group commit put behind one flush.
+    pub rows_per_flush: Option<f64>,
 }
 
-/// The WAL written between LSNs `before` and `after` for `rows` rows; `None` when no row was
-/// added.
-pub fn per_row(before: i64, after: i64, rows: i64, rows_per_commit: Option<f64>) -> Option<PerRow> {
+/// The WAL written between LSNs `before` and `after` for `rows` rows, with the WAL `flushes`
+/// when counted; `None` when no row was added.
+pub fn per_row(
+    before: i64,
+    after: i64,
+    rows: i64,
+    rows_per_commit: Option<f64>,
+    flushes: Option<i64>,
+) -> Option<PerRow> {
     (rows > 0 && after >= before).then(|| PerRow {
         rows,
         wal_bytes_per_row: (after - before) as f64 / rows as f64,
         rows_per_commit,
+        rows_per_flush: flushes.filter(|f| *f > 0).map(|f| rows as f64 / f as f64),
     })
+}
+
+/// Long enough for the WAL writer and an exited backend to have reported: a process reports at
+/// most once a second.
+const REPORTED: Duration = Duration::from_millis(1100);
+
+/// WAL flushes so far (`pg_stat_wal.wal_sync`), once every connection of `pool` has reported
+/// what it did (`pg_stat_force_next_flush()`, PostgreSQL 15 and later); `None` before 15.
+async fn flushes(pool: &PgPool) -> Option<i64> {
+    let conns = futures::future::try_join_all((0..pool.size()).map(|_| pool.acquire()))
+        .await
+        .ok()?;
+    for mut conn in conns {
+        sqlx::query("SELECT pg_stat_force_next_flush()")
+            .execute(&mut *conn)
+            .await
+            .ok()?;
+    }
+    tokio::time::sleep(REPORTED).await;
+    sqlx::query_scalar("SELECT wal_sync FROM pg_stat_wal")
+        .fetch_one(pool)
+        .await
+        .ok()
 }
 
 /// Events per transaction between two readings of the receiver's batch histogram, each
@@ -69,6 +108,7 @@ async fn position(pool: &PgPool) -> Option<(i64, i64)> {
 pub struct Meter {
     lsn: i64,
     rows: i64,
+    flushes: Option<i64>,
 }
 
 impl Meter {
@@ -76,12 +116,30 @@ impl Meter {
     /// run then goes unmeasured, not failed.
     pub async fn start(pool: &PgPool) -> Option<Self> {
         let (lsn, rows) = position(pool).await?;
-        Some(Self { lsn, rows })
+        Some(Self {
+            lsn,
+            rows,
+            flushes: None,
+        })
+    }
+
+    /// Also counts WAL flushes; only for runs whose every connection reports when it ends or
+    /// is `pool`'s (see the module's comment). Takes a second more at each end.
+    pub async fn start_counting_flushes(pool: &PgPool) -> Option<Self> {
+        let flushes = flushes(pool).await;
+        Some(Self {
+            flushes,
+            ..Self::start(pool).await?
+        })
     }
 
     pub async fn finish(self, pool: &PgPool, rows_per_commit: Option<f64>) -> Option<PerRow> {
         let (lsn, rows) = position(pool).await?;
-        per_row(self.lsn, lsn, rows - self.rows, rows_per_commit)
+        let flushes = match self.flushes {
+            Some(before) => flushes(pool).await.map(|after| after - before),
+            None => None,
+        };
+        per_row(self.lsn, lsn, rows - self.rows, rows_per_commit, flushes)
     }
 }
 
@@ -115,19 +173,20 @@ impl Table {
 }
 
 fn line(name: &str, w: &PerRow) -> String {
+    let or_dash = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |r| format!("{r:.1}"));
     format!(
-        "{name:<44} {:>8} {:>10.0} {:>12}\n",
+        "{name:<44} {:>8} {:>10.0} {:>12} {:>11}\n",
         w.rows,
         w.wal_bytes_per_row,
-        w.rows_per_commit
-            .map_or_else(|| "-".to_string(), |r| format!("{r:.1}"))
+        or_dash(w.rows_per_commit),
+        or_dash(w.rows_per_flush)
     )
 }
 
 fn heading() -> String {
     format!(
-        "{:<44} {:>8} {:>10} {:>12}\n",
-        "WAL written", "rows", "bytes/row", "rows/commit"
+        "{:<44} {:>8} {:>10} {:>12} {:>11}\n",
+        "WAL written", "rows", "bytes/row", "rows/commit", "rows/flush"
     )
 }
 
@@ -137,12 +196,24 @@ mod tests {
 
     #[test]
     fn a_run_is_the_distance_the_wal_moved_per_row_it_added() {
-        let w = per_row(5_000_000, 25_000_000, 10_000, Some(12.5)).unwrap();
+        let w = per_row(5_000_000, 25_000_000, 10_000, Some(12.5), Some(1_250)).unwrap();
         assert_eq!(w.rows, 10_000);
         assert_eq!(w.wal_bytes_per_row, 2_000.0);
         assert_eq!(w.rows_per_commit, Some(12.5));
-        assert_eq!(per_row(5, 10, 0, None), None, "no rows added");
-        assert_eq!(per_row(10, 5, 3, None), None, "the WAL does not go back");
+        assert_eq!(w.rows_per_flush, Some(8.0));
+        assert_eq!(per_row(5, 10, 0, None, None), None, "no rows added");
+        assert_eq!(
+            per_row(10, 5, 3, None, None),
+            None,
+            "the WAL does not go back"
+        );
+        // Flushes not counted, or none counted (asynchronous commit): no figure, not infinity.
+        for flushes in [None, Some(0)] {
+            assert_eq!(
+                per_row(0, 10, 5, None, flushes).unwrap().rows_per_flush,
+                None
+            );
+        }
     }
 
     #[test]
@@ -165,23 +236,20 @@ mod tests {
     fn the_table_keeps_the_order_runs_were_measured_in() {
         let mut t = Table::default();
         assert_eq!(t.text(), None, "nothing measured, nothing printed");
-        t.push(
-            "pgbench: 1 row/transaction",
-            per_row(0, 3_000, 3, Some(1.0)).unwrap(),
-        );
-        t.push("intake", per_row(0, 3_000, 2, None).unwrap());
+        let pgbench = per_row(0, 3_000, 3, Some(1.0), Some(2)).unwrap();
+        t.push("pgbench: 1 row/transaction", pgbench);
+        t.push("intake", per_row(0, 3_000, 2, None, None).unwrap());
         let json = t.json();
         assert_eq!(json[0]["run"], "pgbench: 1 row/transaction");
         assert_eq!(json[0]["wal_bytes_per_row"], 1000.0);
+        assert_eq!(json[0]["rows_per_flush"], 1.5);
         assert_eq!(json[1]["run"], "intake");
         assert!(json[1]["rows_per_commit"].is_null());
         let text = t.text().unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3);
         assert!(lines.iter().all(|l| l.len() == lines[0].len()), "{text}");
-        assert!(
-            lines[1].ends_with(" 1.0") && lines[2].ends_with(" -"),
-            "{text}"
-        );
+        assert!(lines[1].ends_with(" 1.0         1.5"), "{text}");
+        assert!(lines[2].ends_with(" -           -"), "{text}");
     }
 }
