@@ -35,11 +35,9 @@ pub async fn run(
     );
     let max = load::closed_loop(receiver.addr, &requests, args.concurrency).await?;
     max.expect_all(200, false, "intake")?;
-    if let Some(meter) = meter {
-        let per_commit = wal::per_commit(batches, wal::batches(receiver.admin).await);
-        let w = meter.finish(&env.pool, per_commit).await;
-        report.wal("hookgate intake (closed loop)", w);
-    }
+    let per_commit = wal::per_commit(batches, wal::batches(receiver.admin).await);
+    let w = wal::measured(meter, &env.pool, per_commit).await;
+    report.wal("hookgate intake (closed loop)", w);
     report.push(Row::throughput(
         "hookgate intake (HTTP, verify, commit)",
         &max.run,

@@ -198,10 +198,8 @@ async fn pgbench_rows(
                 &body,
             )
             .await?;
-            if let Some(meter) = meter {
-                let w = meter.finish(&env.pool, Some(rows as f64)).await;
-                report.wal(&format!("{name}, run {}", k + 1), w);
-            }
+            let w = wal::measured(meter, &env.pool, Some(rows as f64)).await;
+            report.wal(&format!("{name}, run {}", k + 1), w);
             runs.push(rate);
         }
         let rate = pgbench::median(&runs);

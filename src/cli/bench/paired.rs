@@ -83,7 +83,7 @@ pub async fn run(
             let rate =
                 pgbench::rows_per_second(pgbench_bin, &env.url, 1, args.concurrency, run, &body)
                     .await?;
-            anyhow::Ok((rate, finish(meter, env, Some(1.0)).await))
+            anyhow::Ok((rate, wal::measured(meter, &env.pool, Some(1.0)).await))
         };
         let intake_side = async {
             env.reset().await?;
@@ -95,7 +95,10 @@ pub async fn run(
                 load::closed_loop_for(receiver.addr, &signed, args.concurrency, Some(run)).await?;
             out.expect_all(200, false, "paired intake")?;
             let per_commit = wal::per_commit(batches, wal::batches(receiver.admin).await);
-            anyhow::Ok((out.run.rate(), finish(meter, env, per_commit).await))
+            anyhow::Ok((
+                out.run.rate(),
+                wal::measured(meter, &env.pool, per_commit).await,
+            ))
         };
         let ((pgbench, pgbench_wal), (intake, intake_wal)) = if pgbench_first(k) {
             let p = pgbench_side.await?;
@@ -141,14 +144,6 @@ pub async fn run(
         .collect::<Vec<_>>());
     report.section("intake_pgbench_pairs", text, json);
     Ok(())
-}
-
-async fn finish(
-    meter: Option<wal::Meter>,
-    env: &Env,
-    per_commit: Option<f64>,
-) -> Option<wal::PerRow> {
-    meter?.finish(&env.pool, per_commit).await
 }
 
 #[cfg(test)]

@@ -96,15 +96,25 @@ pub async fn lsn(pool: &PgPool) -> Option<i64> {
 
 /// The WAL's insert position in bytes, and the inbox's rows.
 async fn position(pool: &PgPool) -> Option<(i64, i64)> {
-    sqlx::query_as(
-        "SELECT (pg_current_wal_lsn() - '0/0')::int8, (SELECT COUNT(*) FROM inbox_events)",
-    )
-    .fetch_one(pool)
-    .await
-    .ok()
+    let lsn = lsn(pool).await?;
+    let rows = sqlx::query_scalar("SELECT COUNT(*) FROM inbox_events")
+        .fetch_one(pool)
+        .await
+        .ok()?;
+    Some((lsn, rows))
 }
 
-/// A run being measured: where the WAL and the inbox stood when it started.
+/// What the run `meter` measured wrote, or `None` when it went unmeasured.
+pub async fn measured(
+    meter: Option<Meter>,
+    pool: &PgPool,
+    rows_per_commit: Option<f64>,
+) -> Option<PerRow> {
+    meter?.finish(pool, rows_per_commit).await
+}
+
+/// A run being measured: where the WAL and the inbox stood when it started, and the WAL
+/// flushes so far when they are counted.
 pub struct Meter {
     lsn: i64,
     rows: i64,
