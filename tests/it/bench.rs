@@ -214,7 +214,13 @@ fn bench_runs_every_phase_and_reports_every_figure() {
     // The intake against the anchor measured a minute earlier: shown, not the target.
     let unpaired = figure("intake / pgbench 1-row, unpaired");
     assert_eq!(unpaired.is_some(), pgbench, "{figures:?}");
-    assert_eq!(figures.len(), 2 + usize::from(pgbench), "{figures:?}");
+    // What the delivered events take on disk: every row holds its 1 KiB body, and compacting
+    // can only shrink what the dead versions of the claims and completions left.
+    let left = figure("disk per stored event, as delivery left it (bytes)").unwrap();
+    let compacted = figure("disk per stored event, compacted (bytes)").unwrap();
+    assert!((1024.0..4096.0).contains(&compacted), "{figures:?}");
+    assert!(left >= compacted, "{figures:?}");
+    assert_eq!(figures.len(), 4 + usize::from(pgbench), "{figures:?}");
     if pgbench {
         // Three pairs (--pgbench-runs' default), each side measured, the target their median.
         let pairs = report["intake_pgbench_pairs"].as_array().unwrap();

@@ -25,6 +25,7 @@ mod setup;
 mod sink;
 mod sql;
 mod stats;
+mod storage;
 mod verify;
 mod wal;
 
@@ -129,6 +130,17 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             &delivered,
         ));
         report.limit_min("worker delivery (events/s)", delivered.rate(), 5000.0);
+        if let Some(s) = storage::measure(&env.pool).await? {
+            eprintln!(
+                "bench: disk per stored event ({} events): {:.0} bytes as delivery left it, {:.0} compacted",
+                s.events, s.as_left, s.compacted
+            );
+            report.figure(
+                "disk per stored event, as delivery left it (bytes)",
+                s.as_left,
+            );
+            report.figure("disk per stored event, compacted (bytes)", s.compacted);
+        }
     }
 
     if phase(Phase::Pipeline) {
