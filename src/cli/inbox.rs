@@ -11,7 +11,7 @@ pub async fn run(command: InboxCommand) -> anyhow::Result<()> {
         output,
         limit,
     } = command;
-    let inbox = Inbox::connect(&database_url).await?;
+    let inbox = Inbox::connect_as(&database_url, "hookgate inbox", Default::default()).await?;
     inbox.migrate().await?;
     let rows = inbox
         .list(&ListFilter {

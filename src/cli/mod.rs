@@ -108,7 +108,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Dlq { command } => crate::cli::dlq::run(command).await,
         Command::Bench(a) => crate::cli::bench::run(a).await,
         Command::Migrate { database_url } => {
-            crate::inbox::Inbox::connect(&database_url)
+            crate::inbox::Inbox::connect_as(&database_url, "hookgate migrate", Default::default())
                 .await?
                 .migrate()
                 .await?;

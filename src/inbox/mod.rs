@@ -112,7 +112,14 @@ impl Inbox {
 
     /// [`Inbox::connect`] with these deadlines.
     pub async fn connect_with(url: &str, limits: DbLimits) -> Result<Self> {
-        Self::open(url, limits).await.map_err(|e| match e {
+        Self::connect_as(url, "hookgate", limits).await
+    }
+
+    /// [`Inbox::connect_with`] as `name`: the `application_name` PostgreSQL shows for these
+    /// connections (`pg_stat_activity`, its log's `%a`), so that a database's operator can tell
+    /// which of hookgate's roles holds which connections. The URL's own `application_name` wins.
+    pub async fn connect_as(url: &str, name: &str, limits: DbLimits) -> Result<Self> {
+        Self::open(url, name, limits).await.map_err(|e| match e {
             Error::Database(e) => {
                 Error::Config(format!("cannot open the inbox at {}: {e}", redact_url(url)))
             }
@@ -120,13 +127,16 @@ impl Inbox {
         })
     }
 
-    async fn open(url: &str, limits: DbLimits) -> Result<Self> {
+    async fn open(url: &str, name: &str, limits: DbLimits) -> Result<Self> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             // Server side, so that the server too gives up a statement stuck behind a lock, and
             // frees its backend, when the client has stopped waiting.
             let timeout = limits.statement_timeout.as_millis().max(1).to_string();
-            let opts =
+            let mut opts =
                 PgConnectOptions::from_str(url)?.options([("statement_timeout", timeout.as_str())]);
+            if opts.get_application_name().is_none() {
+                opts = opts.application_name(name);
+            }
             let pool = PgPoolOptions::new()
                 .max_connections(16)
                 // No ping before each use: it was a whole round trip, with the server process's

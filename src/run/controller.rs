@@ -63,7 +63,7 @@ pub async fn run(
         .await?;
     }
     let inbox = match &cfg.database_url {
-        Some(url) => Some(Inbox::connect(url).await?),
+        Some(url) => Some(Inbox::connect_as(url, "hookgate controller", Default::default()).await?),
         None => None,
     };
     let lease = LeaseManagerBuilder::new(client.clone(), "hookgate-controller")

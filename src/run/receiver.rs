@@ -33,7 +33,8 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> super::Result<()> {
     let client = crate::run::kube_client().await?;
-    let inbox = crate::inbox::Inbox::connect_with(&cfg.database_url, cfg.db).await?;
+    let inbox =
+        crate::inbox::Inbox::connect_as(&cfg.database_url, "hookgate receiver", cfg.db).await?;
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
     let receiver = Receiver::new(
         crate::route::RouteTable::default(),

@@ -34,6 +34,17 @@ pub struct Config {
     pub db: crate::inbox::DbLimits,
 }
 
+impl Config {
+    /// The subcommand that runs this configuration, which names its database connections:
+    /// `hookgate worker -f` runs the workers alone, without a listener.
+    fn role(&self) -> &'static str {
+        match self.listen {
+            Some(_) => "hookgate standalone",
+            None => "hookgate worker",
+        }
+    }
+}
+
 /// Loads and compiles the manifests, opens and migrates the inbox. Fails before anything listens.
 pub async fn prepare(cfg: &Config) -> Result<(RouteTable, Inbox)> {
     let manifests = manifest::load(&cfg.files)?;
@@ -48,7 +59,7 @@ pub async fn prepare(cfg: &Config) -> Result<(RouteTable, Inbox)> {
         )));
     }
     let table = manifests.route_table()?;
-    let inbox = Inbox::connect_with(&cfg.database_url, cfg.db).await?;
+    let inbox = Inbox::connect_as(&cfg.database_url, cfg.role(), cfg.db).await?;
     inbox.migrate().await?;
     Ok((table, inbox))
 }

@@ -12,7 +12,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> super::Result<()> {
     let client = crate::run::kube_client().await?;
-    let inbox = crate::inbox::Inbox::connect_with(database_url, cfg.db).await?;
+    let inbox = crate::inbox::Inbox::connect_as(database_url, "hookgate worker", cfg.db).await?;
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
     let worker =
         crate::worker::Worker::new(inbox.clone(), Default::default(), cfg, metrics.clone())

@@ -17,6 +17,7 @@ mod controller_reconcile;
 mod crd;
 mod db_connections;
 mod db_deadline;
+mod db_names;
 mod delivery_fencing;
 mod delivery_forward_headers;
 mod destinations;

@@ -230,7 +230,7 @@ pub async fn run_as(cmd: DlqCommand, actor: &Actor) -> anyhow::Result<()> {
 }
 
 async fn open(database_url: &str) -> anyhow::Result<Inbox> {
-    let inbox = Inbox::connect(database_url).await?;
+    let inbox = Inbox::connect_as(database_url, "hookgate dlq", Default::default()).await?;
     inbox.migrate().await?;
     Ok(inbox)
 }
