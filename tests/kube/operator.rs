@@ -325,6 +325,22 @@ async fn rotation_on_real_time_with_real_traffic_hot_swaps_keys_and_delivers() {
         1,
         "the worker delivered the event from the compiled route"
     );
+    // Each role names its database connections, for whoever runs the database.
+    wait_for(
+        "the controller's, receiver's and worker's connections, each named",
+        Duration::from_secs(45),
+        async || {
+            let names = r.connection_names().await;
+            [
+                "hookgate controller",
+                "hookgate receiver",
+                "hookgate worker",
+            ]
+            .iter()
+            .all(|n| names.contains(*n))
+        },
+    )
+    .await;
     assert!(
         delivered[0].header("webhook-id").starts_with("msg_"),
         "{:?}",
