@@ -1,10 +1,11 @@
 //! Each role names its PostgreSQL connections (`application_name`), so that whoever runs the
 //! database can tell in `pg_stat_activity` which of hookgate's processes holds which of them.
 
-use crate::common::procs::{drop_database, free_port, fresh_database, start_ready};
+use crate::common::procs::{
+    connection_names, drop_database, free_port, fresh_database, start_ready,
+};
 use crate::common::*;
 use hookgate::inbox::Inbox;
-use sqlx::{Connection, PgConnection};
 use std::collections::BTreeSet;
 
 const MANIFESTS: &str = r#"
@@ -22,18 +23,8 @@ spec:
   delivery: {url: "http://127.0.0.1:9/"}
 "#;
 
-/// The `application_name` of every connection to `database` but the caller's.
-async fn names(admin_url: &str, database: &str) -> BTreeSet<String> {
-    let mut admin = PgConnection::connect(admin_url).await.unwrap();
-    sqlx::query_scalar(
-        "SELECT application_name FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
-    )
-    .bind(database)
-    .fetch_all(&mut admin)
-    .await
-    .unwrap()
-    .into_iter()
-    .collect()
+fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|n| n.to_string()).collect()
 }
 
 #[tokio::test]
@@ -42,7 +33,6 @@ async fn each_process_names_its_connections_after_its_role() {
         skip_or_fail("DATABASE_URL is not set");
         return;
     };
-    let database = reqwest::Url::parse(&url).unwrap().path()[1..].to_string();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("m.yaml"), MANIFESTS).unwrap();
     let listen = format!("127.0.0.1:{}", free_port());
@@ -50,9 +40,10 @@ async fn each_process_names_its_connections_after_its_role() {
     let receiver = start_ready(dir.path(), "receiver", &args, &url, &[]).await;
     let worker = start_ready(dir.path(), "worker", &["worker"], &url, &[]).await;
 
-    let expected = BTreeSet::from(["hookgate standalone".into(), "hookgate worker".into()]);
-    assert_eq!(names(&admin_url, &database).await, expected);
-
+    assert_eq!(
+        connection_names(&admin_url, &url).await,
+        set(&["hookgate standalone", "hookgate worker"])
+    );
     drop((receiver, worker));
     drop_database(&admin_url, &url).await;
 }
@@ -63,7 +54,6 @@ async fn a_name_in_the_database_url_wins() {
         skip_or_fail("DATABASE_URL is not set");
         return;
     };
-    let database = reqwest::Url::parse(&url).unwrap().path()[1..].to_string();
     let sep = if url.contains('?') { '&' } else { '?' };
     let named = format!("{url}{sep}application_name=payments-intake");
     let inbox = Inbox::connect_as(&named, "hookgate worker", Default::default())
@@ -72,8 +62,8 @@ async fn a_name_in_the_database_url_wins() {
     // A pooled connection stays open (`migrate` closes its own).
     inbox.ping().await.unwrap();
     assert_eq!(
-        names(&admin_url, &database).await,
-        BTreeSet::from(["payments-intake".into()])
+        connection_names(&admin_url, &url).await,
+        set(&["payments-intake"])
     );
 
     let plain = Inbox::connect_as(&url, "hookgate worker", Default::default())
@@ -81,8 +71,8 @@ async fn a_name_in_the_database_url_wins() {
         .unwrap();
     plain.ping().await.unwrap();
     assert_eq!(
-        names(&admin_url, &database).await,
-        BTreeSet::from(["payments-intake".into(), "hookgate worker".into()])
+        connection_names(&admin_url, &url).await,
+        set(&["payments-intake", "hookgate worker"])
     );
     drop((inbox, plain));
     drop_database(&admin_url, &url).await;

@@ -201,21 +201,7 @@ impl Release {
 
     /// The `application_name` of every connection open to the release's database.
     pub async fn connection_names(&self) -> std::collections::BTreeSet<String> {
-        use sqlx::Connection;
-        let url = reqwest::Url::parse(&self.database_url).unwrap();
-        let database = &url.path()[1..];
-        let mut admin = sqlx::PgConnection::connect(&self.admin_db_url)
-            .await
-            .unwrap();
-        sqlx::query_scalar(
-            "SELECT application_name FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
-        )
-        .bind(database)
-        .fetch_all(&mut admin)
-        .await
-        .unwrap()
-        .into_iter()
-        .collect()
+        procs::connection_names(&self.admin_db_url, &self.database_url).await
     }
 }
 

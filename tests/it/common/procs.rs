@@ -43,6 +43,21 @@ pub async fn drop_database(admin_url: &str, url: &str) {
     .await;
 }
 
+/// The `application_name` of every connection open to the database of `url`, but the caller's.
+pub async fn connection_names(admin_url: &str, url: &str) -> std::collections::BTreeSet<String> {
+    let url = reqwest::Url::parse(url).unwrap();
+    let mut admin = PgConnection::connect(admin_url).await.unwrap();
+    sqlx::query_scalar(
+        "SELECT application_name FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+    )
+    .bind(&url.path()[1..])
+    .fetch_all(&mut admin)
+    .await
+    .unwrap()
+    .into_iter()
+    .collect()
+}
+
 /// Waits until `GET url` answers 200 (60 s at most); panics with `log` if `child` exits first, so
 /// a role that failed to start (a port taken meanwhile, say) says why instead of timing out.
 pub async fn wait_ready(
