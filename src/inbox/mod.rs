@@ -69,7 +69,7 @@ static PG_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postg
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
 /// Deadlines of database calls, so that a stalled database answers 503 (or a worker retries)
-/// within seconds instead of hanging.
+/// within seconds instead of hanging, and how many connections a process may open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DbLimits {
     /// How long a call may wait for a pooled connection.
@@ -77,13 +77,25 @@ pub struct DbLimits {
     /// How long one statement may run (and wait for locks): PostgreSQL's `statement_timeout`,
     /// SQLite's busy timeout.
     pub statement_timeout: Duration,
+    /// Most PostgreSQL connections the process's pool opens (SQLite keeps its own 4), from
+    /// [`MIN_CONNECTIONS`] to [`MAX_CONNECTIONS`].
+    pub max_connections: u32,
 }
+
+/// Fewest connections a pool may be capped at. A worker holds one for `LISTEN` for as long as it
+/// runs and its completion batcher keeps one while busy; claims need a third and the timers
+/// (gauges, retention) a fourth. Below that a busy worker would wait on itself.
+pub const MIN_CONNECTIONS: u32 = 4;
+/// Most: a mistyped value must not ask PostgreSQL for thousands of backends.
+pub const MAX_CONNECTIONS: u32 = 1000;
 
 impl Default for DbLimits {
     fn default() -> Self {
         Self {
             acquire_timeout: Duration::from_secs(3),
             statement_timeout: Duration::from_secs(5),
+            // Under load a receiver used 2-3 and a worker 6-7 (docs/performance.md, round 22).
+            max_connections: 16,
         }
     }
 }
@@ -138,7 +150,7 @@ impl Inbox {
                 opts = opts.application_name(name);
             }
             let pool = PgPoolOptions::new()
-                .max_connections(16)
+                .max_connections(limits.max_connections)
                 // No ping before each use: it was a whole round trip, with the server process's
                 // wake-up, ahead of every batch insert, claim and completion (intake 30% faster
                 // without it: docs/performance.md). A connection the server has closed fails the

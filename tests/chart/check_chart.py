@@ -343,9 +343,10 @@ def check_roles(objs, label, db_secret, db_key):
             and recv["args"][recv["args"].index("--unverified-rps") + 1] == "20", recv["args"])
     R.check(f"{label}: receiver trusts exactly one --trusted-proxies value",
             flag(recv["args"], "--trusted-proxies") == [TRUSTED_PROXIES[label]], recv["args"])
-    R.check(f"{label}: receiver and worker database deadlines",
+    R.check(f"{label}: receiver and worker database deadlines and pool cap",
             all(c["args"][c["args"].index("--db-acquire-timeout") + 1] == "3s"
                 and c["args"][c["args"].index("--db-statement-timeout") + 1] == "5s"
+                and flag(c["args"], "--db-max-connections") == ["16"]
                 for c in (recv, work)), (recv["args"], work["args"]))
     R.check(f"{label}: worker args",
             work["args"][:3] == ["worker", "--namespace", "$(POD_NAMESPACE)"]
@@ -732,6 +733,18 @@ def scenario_trusted_proxies(helm, chart):
         R.check(f"{label}: {name}", rc != 0 and "trustedProxies" in err, f"rc={rc} stderr={err.strip()[-300:]}")
 
 
+def scenario_db_pool(helm, chart):
+    label = "database.maxConnections"
+    objs = helm.objects("--set", f"database.url={DB_URL}", "--set", "database.maxConnections=8")
+    for role in ("receiver", "worker"):
+        args = container(objs, role)["args"]
+        R.check(f"{label}: the {role} gets --db-max-connections", flag(args, "--db-max-connections") == ["8"], args)
+    for name, value in [("under 4 fails (schema)", "3"), ("over 1000 fails (schema)", "1001"),
+                        ("a word fails (schema)", "many")]:
+        rc, _, err = helm.template("--set", f"database.url={DB_URL}", "--set", f"database.maxConnections={value}")
+        R.check(f"{label}: {name}", rc != 0 and "maxConnections" in err, f"rc={rc} stderr={err.strip()[-300:]}")
+
+
 def scenario_receiver_workers(helm, chart):
     label = "receiver.workers"
     objs = helm.objects("--set", f"database.url={DB_URL}", "--set", "networkPolicy.enabled=true")
@@ -966,6 +979,7 @@ def cmd_render(args):
     scenario_toggles(helm, args.chart)
     scenario_destinations(helm, args.chart)
     scenario_trusted_proxies(helm, args.chart)
+    scenario_db_pool(helm, args.chart)
     scenario_receiver_workers(helm, args.chart)
     scenario_prometheus_rule(helm, args.chart, registered_metrics(args.metrics))
     scenario_failures(helm, args.chart)

@@ -111,6 +111,7 @@ async fn roles_connect_with_a_server_side_statement_timeout() {
     let limits = DbLimits {
         acquire_timeout: Duration::from_secs(2),
         statement_timeout: Duration::from_millis(1500),
+        ..Default::default()
     };
     let inbox = Inbox::connect_with(&url, limits).await.unwrap();
     let Inbox::Postgres(pool) = &inbox else {

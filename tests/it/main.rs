@@ -18,6 +18,7 @@ mod crd;
 mod db_connections;
 mod db_deadline;
 mod db_names;
+mod db_pool_cap;
 mod delivery_fencing;
 mod delivery_forward_headers;
 mod destinations;

@@ -4,7 +4,7 @@
 use anyhow::bail;
 use clap::Args;
 
-/// Deadlines of database calls (request path, worker claims and completions).
+/// Deadlines of database calls (request path, worker claims and completions), and the pool's size.
 #[derive(Args, Debug, Clone)]
 pub struct DbArgs {
     /// How long a call may wait for a pooled database connection.
@@ -14,6 +14,10 @@ pub struct DbArgs {
     /// busy timeout). A request answers 503 within both timeouts together.
     #[arg(long, default_value_t = crate::inbox::DbLimits::default().statement_timeout.into(), env = "HOOKGATE_DB_STATEMENT_TIMEOUT")]
     pub db_statement_timeout: humantime::Duration,
+    /// Most PostgreSQL connections this process opens (4 to 1000). Each catch-up pass in progress
+    /// holds one more for its lock, so leave room for those.
+    #[arg(long, default_value_t = crate::inbox::DbLimits::default().max_connections, env = "HOOKGATE_DB_MAX_CONNECTIONS")]
+    pub db_max_connections: u32,
 }
 
 impl DbArgs {
@@ -21,9 +25,19 @@ impl DbArgs {
         if self.db_acquire_timeout.is_zero() || self.db_statement_timeout.is_zero() {
             bail!("--db-acquire-timeout and --db-statement-timeout must be more than 0");
         }
+        let (min, max) = (crate::inbox::MIN_CONNECTIONS, crate::inbox::MAX_CONNECTIONS);
+        if !(min..=max).contains(&self.db_max_connections) {
+            bail!(
+                "--db-max-connections must be from {min} to {max}, not {}: a worker holds one \
+                 connection for LISTEN and one for its completions, and claims and timers need \
+                 their own",
+                self.db_max_connections
+            );
+        }
         Ok(crate::inbox::DbLimits {
             acquire_timeout: *self.db_acquire_timeout,
             statement_timeout: *self.db_statement_timeout,
+            max_connections: self.db_max_connections,
         })
     }
 }

@@ -241,3 +241,29 @@ fn a_receiver_delivers_only_with_workers_and_then_as_a_cluster_worker_with_a_han
         assert!(err.contains(flag), "{bad:?}: {err}");
     }
 }
+
+#[test]
+fn the_pool_cap_reaches_the_limits_and_refuses_what_a_worker_cannot_run_on() {
+    let db = |args: &[&str]| standalone_args(args).unwrap().db.limits();
+    assert_eq!(db(&[]).unwrap().max_connections, 16);
+    assert_eq!(
+        db(&["--db-max-connections", "4"]).unwrap().max_connections,
+        4
+    );
+    assert_eq!(
+        db(&["--db-max-connections", "1000"])
+            .unwrap()
+            .max_connections,
+        1000
+    );
+    for bad in ["3", "0", "1001"] {
+        let err = db(&["--db-max-connections", bad]).unwrap_err().to_string();
+        assert!(
+            err.contains("--db-max-connections must be from 4 to 1000, not"),
+            "{bad}: {err}"
+        );
+    }
+    assert!(standalone_args(&["--db-max-connections", "-1"]).is_err());
+    let w = worker_args(&["-f", "x.yaml", "--db-max-connections", "6"]).unwrap();
+    assert_eq!(w.db.limits().unwrap().max_connections, 6);
+}

@@ -1,0 +1,171 @@
+//! `--db-max-connections`: a pool never opens more PostgreSQL connections than its cap, and a
+//! process at the smallest cap allowed still takes in and delivers everything. `standalone`
+//! without hand-overs is the tightest case: the receiver's batches, the workers' `LISTEN`, a
+//! claim for every event, completions and timers all share its one pool.
+
+use crate::common::destination::Destination;
+use crate::common::procs::{drop_database, free_port, fresh_database, start_ready};
+use crate::common::skip_or_fail;
+use chrono::Utc;
+use futures::StreamExt;
+use hookgate::cli::send::{SendOptions, sign_request};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::Duration;
+
+const EVENTS: usize = 300;
+
+fn manifests(dest: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: keys, namespace: c}}
+stringData: {{k: pool-cap-test-secret}}
+---
+apiVersion: hookgate.dev/v1alpha1
+kind: WebhookIntegration
+metadata: {{name: cap, namespace: c}}
+spec:
+  scheme: {{type: hmac-sha256, keyIdHeader: "", eventIdHeader: "", signedPayload: "{{timestamp}}.{{body}}"}}
+  keys: [{{id: k, secretRef: {{name: keys, key: k}}}}]
+  delivery: {{url: "{dest}"}}
+"#
+    )
+}
+
+/// Connections named `name`, sampled every 5 ms until `stop`; the most seen.
+async fn most_connections(
+    admin_url: String,
+    name: &'static str,
+    stop: Arc<AtomicBool>,
+    most: Arc<AtomicI64>,
+) {
+    use sqlx::Connection;
+    let mut admin = sqlx::PgConnection::connect(&admin_url).await.unwrap();
+    while !stop.load(Ordering::Relaxed) {
+        let n: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = $1")
+                .bind(name)
+                .fetch_one(&mut admin)
+                .await
+                .unwrap();
+        most.fetch_max(n, Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_process_at_the_smallest_cap_takes_in_and_delivers_everything_within_it() {
+    let Some((admin_url, url)) = fresh_database().await else {
+        skip_or_fail("DATABASE_URL is not set");
+        return;
+    };
+    let dest = Destination::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = dir.path().join("m.yaml");
+    std::fs::write(&yaml, manifests(&dest.url)).unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let args = [
+        "standalone",
+        "--listen",
+        &listen,
+        "--db-max-connections",
+        "4",
+        "--handoff-events",
+        "0",
+    ];
+    let server = start_ready(dir.path(), "standalone", &args, &url, &[]).await;
+
+    let (stop, most) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicI64::new(0)),
+    );
+    let sampler = tokio::spawn(most_connections(
+        admin_url.clone(),
+        "hookgate standalone",
+        stop.clone(),
+        most.clone(),
+    ));
+    let m = hookgate::manifest::load(&[yaml]).unwrap();
+    let wi = &m.find("c/cap").unwrap().integration;
+    let client = reqwest::Client::new();
+    let sends = (0..EVENTS).map(|i| {
+        let body = format!(r#"{{"id":"evt_cap_{i}","padding":"{}"}}"#, "x".repeat(512));
+        let req = sign_request(
+            wi,
+            &m.secrets,
+            body.clone().into_bytes(),
+            &SendOptions::default(),
+            Utc::now(),
+        )
+        .unwrap();
+        let mut post = client
+            .post(format!("http://{listen}{}", req.path))
+            .body(body);
+        for (k, v) in &req.headers {
+            post = post.header(k, v);
+        }
+        async move { post.send().await.unwrap().status().as_u16() }
+    });
+    // 32 requests at a time, as a busy provider sends them.
+    let statuses: Vec<u16> = futures::stream::iter(sends)
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
+
+    let delivered = dest.wait_for(EVENTS, Duration::from_secs(60)).await;
+    stop.store(true, Ordering::Relaxed);
+    sampler.await.unwrap();
+    let ids: BTreeSet<String> = delivered
+        .iter()
+        .map(|d| serde_json::from_slice::<serde_json::Value>(&d.body).unwrap()["id"].to_string())
+        .collect();
+    assert_eq!(ids.len(), EVENTS, "every event delivered");
+    let most = most.load(Ordering::Relaxed);
+    assert!((1..=4).contains(&most), "{most} connections at once");
+
+    drop(server);
+    drop_database(&admin_url, &url).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pool_opens_no_more_connections_than_its_cap_and_the_rest_wait() {
+    let Some((admin_url, url)) = fresh_database().await else {
+        skip_or_fail("DATABASE_URL is not set");
+        return;
+    };
+    let limits = hookgate::inbox::DbLimits {
+        max_connections: 5,
+        ..Default::default()
+    };
+    let inbox = hookgate::inbox::Inbox::connect_as(&url, "pool-cap-test", limits)
+        .await
+        .unwrap();
+    let hookgate::inbox::Inbox::Postgres(pool) = &inbox else {
+        panic!("a PostgreSQL URL")
+    };
+    let (stop, most) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicI64::new(0)),
+    );
+    let sampler = tokio::spawn(most_connections(
+        admin_url.clone(),
+        "pool-cap-test",
+        stop.clone(),
+        most.clone(),
+    ));
+    // Eight statements of 300 ms at once: five run, three wait for a connection (well within the
+    // acquire timeout) and run after them.
+    let sleeps = (0..8).map(|_| sqlx::query("SELECT pg_sleep(0.3)").execute(pool));
+    let done = futures::future::join_all(sleeps).await;
+    stop.store(true, Ordering::Relaxed);
+    sampler.await.unwrap();
+    assert!(done.iter().all(|r| r.is_ok()), "{done:?}");
+    assert_eq!(most.load(Ordering::Relaxed), 5);
+
+    drop(inbox);
+    drop_database(&admin_url, &url).await;
+}
