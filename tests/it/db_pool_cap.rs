@@ -5,10 +5,8 @@
 
 use crate::common::destination::Destination;
 use crate::common::procs::{drop_database, free_port, fresh_database, start_ready};
-use crate::common::skip_or_fail;
-use chrono::Utc;
+use crate::common::{signed_now, skip_or_fail};
 use futures::StreamExt;
-use hookgate::cli::send::{SendOptions, sign_request};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -35,22 +33,27 @@ spec:
     )
 }
 
-/// Connections named `name`, sampled every 5 ms until `stop`; the most seen.
+/// Connections to the database of `url` named `name` (other tests' processes run on the same
+/// server), sampled every 5 ms until `stop`; the most seen.
 async fn most_connections(
     admin_url: String,
+    url: String,
     name: &'static str,
     stop: Arc<AtomicBool>,
     most: Arc<AtomicI64>,
 ) {
     use sqlx::Connection;
+    let url = reqwest::Url::parse(&url).unwrap();
     let mut admin = sqlx::PgConnection::connect(&admin_url).await.unwrap();
     while !stop.load(Ordering::Relaxed) {
-        let n: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = $1")
-                .bind(name)
-                .fetch_one(&mut admin)
-                .await
-                .unwrap();
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = $2",
+        )
+        .bind(&url.path()[1..])
+        .bind(name)
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
         most.fetch_max(n, Ordering::Relaxed);
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -84,27 +87,18 @@ async fn a_process_at_the_smallest_cap_takes_in_and_delivers_everything_within_i
     );
     let sampler = tokio::spawn(most_connections(
         admin_url.clone(),
+        url.clone(),
         "hookgate standalone",
         stop.clone(),
         most.clone(),
     ));
     let m = hookgate::manifest::load(&[yaml]).unwrap();
-    let wi = &m.find("c/cap").unwrap().integration;
     let client = reqwest::Client::new();
     let sends = (0..EVENTS).map(|i| {
         let body = format!(r#"{{"id":"evt_cap_{i}","padding":"{}"}}"#, "x".repeat(512));
-        let req = sign_request(
-            wi,
-            &m.secrets,
-            body.clone().into_bytes(),
-            &SendOptions::default(),
-            Utc::now(),
-        )
-        .unwrap();
-        let mut post = client
-            .post(format!("http://{listen}{}", req.path))
-            .body(body);
-        for (k, v) in &req.headers {
+        let (path, headers) = signed_now(&m, "c/cap", &body);
+        let mut post = client.post(format!("http://{listen}{path}")).body(body);
+        for (k, v) in &headers {
             post = post.header(k, v);
         }
         async move { post.send().await.unwrap().status().as_u16() }
@@ -153,6 +147,7 @@ async fn a_pool_opens_no_more_connections_than_its_cap_and_the_rest_wait() {
     );
     let sampler = tokio::spawn(most_connections(
         admin_url.clone(),
+        url.clone(),
         "pool-cap-test",
         stop.clone(),
         most.clone(),

@@ -7,7 +7,6 @@ use crate::common::destination::{Answer, Destination};
 use crate::common::procs::{Proc, drop_database, free_port, fresh_database};
 use crate::common::skip_or_fail;
 use chrono::{DateTime, Utc};
-use hookgate::cli::send::{SendOptions, sign_request};
 use hookgate::inbox::Inbox;
 use std::path::Path;
 use std::process::{Command, ExitStatus};
@@ -36,17 +35,9 @@ spec:
 /// Path, headers and body of a request signed now for event `id`.
 fn signed(dir: &Path, id: &str) -> (String, Vec<(String, String)>, String) {
     let m = hookgate::manifest::load(&[dir.join("m.yaml")]).unwrap();
-    let wi = &m.find("s/term").unwrap().integration;
     let body = format!(r#"{{"id":"{id}","padding":"{}"}}"#, "x".repeat(64));
-    let req = sign_request(
-        wi,
-        &m.secrets,
-        body.clone().into_bytes(),
-        &SendOptions::default(),
-        Utc::now(),
-    )
-    .unwrap();
-    (req.path, req.headers, body)
+    let (path, headers) = crate::common::signed_now(&m, "s/term", &body);
+    (path, headers, body)
 }
 
 /// Starts `hookgate <args>` on `m.yaml`; waits for its /readyz.

@@ -95,6 +95,24 @@ pub fn load(yaml: &str) -> Manifests {
     manifest::load(&[path]).expect("test manifests load")
 }
 
+/// Path and headers of `body` signed now for `integration`, as its provider would send it to a
+/// running process (`hookgate send`'s signing).
+pub fn signed_now(m: &Manifests, integration: &str, body: &str) -> (String, Vec<(String, String)>) {
+    let wi = &m
+        .find(integration)
+        .expect("integration in the manifests")
+        .integration;
+    let req = sign_request(
+        wi,
+        &m.secrets,
+        body.as_bytes().to_vec(),
+        &SendOptions::default(),
+        Utc::now(),
+    )
+    .unwrap();
+    (req.path, req.headers)
+}
+
 pub struct Harness {
     pub receiver: Receiver,
     pub manifests: Manifests,
