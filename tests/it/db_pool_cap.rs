@@ -9,7 +9,7 @@ use crate::common::{signed_now, skip_or_fail};
 use futures::StreamExt;
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 const EVENTS: usize = 300;
@@ -33,29 +33,43 @@ spec:
     )
 }
 
-/// Connections to the database of `url` named `name` (other tests' processes run on the same
-/// server), sampled every 5 ms until `stop`; the most seen.
-async fn most_connections(
-    admin_url: String,
-    url: String,
-    name: &'static str,
+/// Samples every 5 ms how many connections to the database of `url` are named `name` (other
+/// tests' processes run on the same server), until [`Sampler::most`].
+struct Sampler {
     stop: Arc<AtomicBool>,
-    most: Arc<AtomicI64>,
-) {
-    use sqlx::Connection;
-    let url = reqwest::Url::parse(&url).unwrap();
-    let mut admin = sqlx::PgConnection::connect(&admin_url).await.unwrap();
-    while !stop.load(Ordering::Relaxed) {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = $2",
-        )
-        .bind(&url.path()[1..])
-        .bind(name)
-        .fetch_one(&mut admin)
-        .await
-        .unwrap();
-        most.fetch_max(n, Ordering::Relaxed);
-        tokio::time::sleep(Duration::from_millis(5)).await;
+    task: tokio::task::JoinHandle<i64>,
+}
+
+impl Sampler {
+    fn start(admin_url: &str, url: &str, name: &'static str) -> Self {
+        use sqlx::Connection;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (admin_url, url, stopped) = (admin_url.to_string(), url.to_string(), stop.clone());
+        let task = tokio::spawn(async move {
+            let database = reqwest::Url::parse(&url).unwrap().path()[1..].to_string();
+            let mut admin = sqlx::PgConnection::connect(&admin_url).await.unwrap();
+            let mut most = 0;
+            while !stopped.load(Ordering::Relaxed) {
+                let n: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = $2",
+                )
+                .bind(&database)
+                .bind(name)
+                .fetch_one(&mut admin)
+                .await
+                .unwrap();
+                most = most.max(n);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            most
+        });
+        Self { stop, task }
+    }
+
+    /// The most connections seen at once.
+    async fn most(self) -> i64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.unwrap()
     }
 }
 
@@ -81,17 +95,7 @@ async fn a_process_at_the_smallest_cap_takes_in_and_delivers_everything_within_i
     ];
     let server = start_ready(dir.path(), "standalone", &args, &url, &[]).await;
 
-    let (stop, most) = (
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(AtomicI64::new(0)),
-    );
-    let sampler = tokio::spawn(most_connections(
-        admin_url.clone(),
-        url.clone(),
-        "hookgate standalone",
-        stop.clone(),
-        most.clone(),
-    ));
+    let sampler = Sampler::start(&admin_url, &url, "hookgate standalone");
     let m = hookgate::manifest::load(&[yaml]).unwrap();
     let client = reqwest::Client::new();
     let sends = (0..EVENTS).map(|i| {
@@ -111,14 +115,12 @@ async fn a_process_at_the_smallest_cap_takes_in_and_delivers_everything_within_i
     assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
 
     let delivered = dest.wait_for(EVENTS, Duration::from_secs(60)).await;
-    stop.store(true, Ordering::Relaxed);
-    sampler.await.unwrap();
+    let most = sampler.most().await;
     let ids: BTreeSet<String> = delivered
         .iter()
         .map(|d| serde_json::from_slice::<serde_json::Value>(&d.body).unwrap()["id"].to_string())
         .collect();
     assert_eq!(ids.len(), EVENTS, "every event delivered");
-    let most = most.load(Ordering::Relaxed);
     assert!((1..=4).contains(&most), "{most} connections at once");
 
     drop(server);
@@ -141,25 +143,14 @@ async fn a_pool_opens_no_more_connections_than_its_cap_and_the_rest_wait() {
     let hookgate::inbox::Inbox::Postgres(pool) = &inbox else {
         panic!("a PostgreSQL URL")
     };
-    let (stop, most) = (
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(AtomicI64::new(0)),
-    );
-    let sampler = tokio::spawn(most_connections(
-        admin_url.clone(),
-        url.clone(),
-        "pool-cap-test",
-        stop.clone(),
-        most.clone(),
-    ));
+    let sampler = Sampler::start(&admin_url, &url, "pool-cap-test");
     // Eight statements of 300 ms at once: five run, three wait for a connection (well within the
     // acquire timeout) and run after them.
     let sleeps = (0..8).map(|_| sqlx::query("SELECT pg_sleep(0.3)").execute(pool));
     let done = futures::future::join_all(sleeps).await;
-    stop.store(true, Ordering::Relaxed);
-    sampler.await.unwrap();
+    let most = sampler.most().await;
     assert!(done.iter().all(|r| r.is_ok()), "{done:?}");
-    assert_eq!(most.load(Ordering::Relaxed), 5);
+    assert_eq!(most, 5);
 
     drop(inbox);
     drop_database(&admin_url, &url).await;
