@@ -8,21 +8,6 @@ use crate::common::*;
 use hookgate::inbox::Inbox;
 use std::collections::BTreeSet;
 
-const MANIFESTS: &str = r#"
-apiVersion: v1
-kind: Secret
-metadata: {name: keys, namespace: n}
-stringData: {k: db-names-test-secret}
----
-apiVersion: hookgate.dev/v1alpha1
-kind: WebhookIntegration
-metadata: {name: names, namespace: n}
-spec:
-  scheme: {type: hmac-sha256, keyIdHeader: "", eventIdHeader: "", signedPayload: "{timestamp}.{body}"}
-  keys: [{id: k, secretRef: {name: keys, key: k}}]
-  delivery: {url: "http://127.0.0.1:9/"}
-"#;
-
 fn set(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|n| n.to_string()).collect()
 }
@@ -34,7 +19,13 @@ async fn each_process_names_its_connections_after_its_role() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("m.yaml"), MANIFESTS).unwrap();
+    let yaml = hmac_integration(
+        "n",
+        "names",
+        "db-names-test-secret",
+        r#"url: "http://127.0.0.1:9/""#,
+    );
+    std::fs::write(dir.path().join("m.yaml"), yaml).unwrap();
     let listen = format!("127.0.0.1:{}", free_port());
     let args = ["standalone", "--no-workers", "--listen", &listen];
     let receiver = start_ready(dir.path(), "receiver", &args, &url, &[]).await;

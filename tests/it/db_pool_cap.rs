@@ -5,7 +5,7 @@
 
 use crate::common::destination::Destination;
 use crate::common::procs::{drop_database, free_port, fresh_database, start_ready};
-use crate::common::{signed_now, skip_or_fail};
+use crate::common::{hmac_integration, signed_now, skip_or_fail};
 use futures::StreamExt;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -13,25 +13,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 const EVENTS: usize = 300;
-
-fn manifests(dest: &str) -> String {
-    format!(
-        r#"
-apiVersion: v1
-kind: Secret
-metadata: {{name: keys, namespace: c}}
-stringData: {{k: pool-cap-test-secret}}
----
-apiVersion: hookgate.dev/v1alpha1
-kind: WebhookIntegration
-metadata: {{name: cap, namespace: c}}
-spec:
-  scheme: {{type: hmac-sha256, keyIdHeader: "", eventIdHeader: "", signedPayload: "{{timestamp}}.{{body}}"}}
-  keys: [{{id: k, secretRef: {{name: keys, key: k}}}}]
-  delivery: {{url: "{dest}"}}
-"#
-    )
-}
 
 /// Samples every 5 ms how many connections to the database of `url` are named `name` (other
 /// tests' processes run on the same server), until [`Sampler::most`].
@@ -82,7 +63,12 @@ async fn a_process_at_the_smallest_cap_takes_in_and_delivers_everything_within_i
     let dest = Destination::start().await;
     let dir = tempfile::tempdir().unwrap();
     let yaml = dir.path().join("m.yaml");
-    std::fs::write(&yaml, manifests(&dest.url)).unwrap();
+    let delivery = format!(r#"url: "{}""#, dest.url);
+    std::fs::write(
+        &yaml,
+        hmac_integration("c", "cap", "pool-cap-test-secret", &delivery),
+    )
+    .unwrap();
     let listen = format!("127.0.0.1:{}", free_port());
     let args = [
         "standalone",

@@ -14,21 +14,11 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn manifests(dest: &str) -> String {
-    format!(
-        r#"
-apiVersion: v1
-kind: Secret
-metadata: {{name: keys, namespace: s}}
-stringData: {{k: sigterm-test-secret}}
----
-apiVersion: hookgate.dev/v1alpha1
-kind: WebhookIntegration
-metadata: {{name: term, namespace: s}}
-spec:
-  scheme: {{type: hmac-sha256, keyIdHeader: "", eventIdHeader: "", signedPayload: "{{timestamp}}.{{body}}"}}
-  keys: [{{id: k, secretRef: {{name: keys, key: k}}}}]
-  delivery: {{url: "{dest}", timeout: 5m}}
-"#
+    crate::common::hmac_integration(
+        "s",
+        "term",
+        "sigterm-test-secret",
+        &format!(r#"url: "{dest}", timeout: 5m"#),
     )
 }
 

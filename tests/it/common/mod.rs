@@ -95,6 +95,28 @@ pub fn load(yaml: &str) -> Manifests {
     manifest::load(&[path]).expect("test manifests load")
 }
 
+/// Manifests for a process test: integration `namespace/name`, signed with HMAC-SHA256 over
+/// `{timestamp}.{body}` under key `k` (`secret`), delivering as `delivery` says (the inside of a
+/// YAML flow map: `url: "http://…", timeout: 5m`).
+pub fn hmac_integration(namespace: &str, name: &str, secret: &str, delivery: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: keys, namespace: {namespace}}}
+stringData: {{k: {secret}}}
+---
+apiVersion: hookgate.dev/v1alpha1
+kind: WebhookIntegration
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  scheme: {{type: hmac-sha256, keyIdHeader: "", eventIdHeader: "", signedPayload: "{{timestamp}}.{{body}}"}}
+  keys: [{{id: k, secretRef: {{name: keys, key: k}}}}]
+  delivery: {{{delivery}}}
+"#
+    )
+}
+
 /// Path and headers of `body` signed now for `integration`, as its provider would send it to a
 /// running process (`hookgate send`'s signing).
 pub fn signed_now(m: &Manifests, integration: &str, body: &str) -> (String, Vec<(String, String)>) {
