@@ -46,6 +46,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 database_url: a.database_url,
                 identity: a.identity,
                 admin_listen: admin_addr(&a.admin_listen)?,
+                db: a.db.limits()?,
             };
             crate::run::controller::run(cfg, shutdown_signal()).await?;
             Ok(())

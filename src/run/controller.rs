@@ -29,6 +29,8 @@ pub struct Config {
     pub identity: String,
     /// Admin endpoints (/metrics, /healthz, /readyz); `None` disables them.
     pub admin_listen: Option<std::net::SocketAddr>,
+    /// Deadlines and pool cap of the inbox connections.
+    pub db: crate::inbox::DbLimits,
 }
 
 fn references(wi: &WebhookIntegration, secret: &str) -> bool {
@@ -63,7 +65,7 @@ pub async fn run(
         .await?;
     }
     let inbox = match &cfg.database_url {
-        Some(url) => Some(Inbox::connect_as(url, "hookgate controller", Default::default()).await?),
+        Some(url) => Some(Inbox::connect_as(url, "hookgate controller", cfg.db).await?),
         None => None,
     };
     let lease = LeaseManagerBuilder::new(client.clone(), "hookgate-controller")

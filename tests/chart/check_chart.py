@@ -29,6 +29,10 @@ ROLES = ("controller", "receiver", "worker")
 DB_URL = "postgres://hookgate:s3cret@db.example:5432/hookgate"
 # --trusted-proxies per scenario: none by default, the ingress controller in production.
 TRUSTED_PROXIES = {"default": "0", "production": "1"}
+# --db-max-connections per role: the chart's 16 for all by default; production caps receivers
+# (without workers of their own) and controllers lower.
+DB_CAPS = {"default": {"controller": "16", "receiver": "16", "worker": "16"},
+           "production": {"controller": "4", "receiver": "8", "worker": "16"}}
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 # Series the dashboard must chart (counters as _total, histograms as _bucket).
@@ -343,11 +347,12 @@ def check_roles(objs, label, db_secret, db_key):
             and recv["args"][recv["args"].index("--unverified-rps") + 1] == "20", recv["args"])
     R.check(f"{label}: receiver trusts exactly one --trusted-proxies value",
             flag(recv["args"], "--trusted-proxies") == [TRUSTED_PROXIES[label]], recv["args"])
-    R.check(f"{label}: receiver and worker database deadlines and pool cap",
-            all(c["args"][c["args"].index("--db-acquire-timeout") + 1] == "3s"
-                and c["args"][c["args"].index("--db-statement-timeout") + 1] == "5s"
-                and flag(c["args"], "--db-max-connections") == ["16"]
-                for c in (recv, work)), (recv["args"], work["args"]))
+    caps = DB_CAPS[label]
+    for role, c in (("controller", ctrl), ("receiver", recv), ("worker", work)):
+        R.check(f"{label}: {role} database deadlines and pool cap",
+                flag(c["args"], "--db-acquire-timeout") == ["3s"]
+                and flag(c["args"], "--db-statement-timeout") == ["5s"]
+                and flag(c["args"], "--db-max-connections") == [caps[role]], c["args"])
     R.check(f"{label}: worker args",
             work["args"][:3] == ["worker", "--namespace", "$(POD_NAMESPACE)"]
             and work["args"][work["args"].index("--admin-listen") + 1] == "0.0.0.0:9091",
@@ -588,6 +593,13 @@ def scenario_production(helm, chart):
     recv = container(objs, "receiver")
     R.check(f"{label}: receiver waits in preStop (exec-free sleep)",
             recv.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds") == 5)
+    # The connection budget README "Sizing PostgreSQL" and values-production.yaml state: each
+    # role's cap times the most pods it runs (the receivers' autoscaler maximum).
+    most = {"receiver": hpa["spec"]["maxReplicas"], "worker": deployment(objs, "worker")["spec"]["replicas"],
+            "controller": deployment(objs, "controller")["spec"]["replicas"]}
+    caps = {r: int(flag(container(objs, r)["args"], "--db-max-connections")[0]) for r in most}
+    R.check(f"{label}: the pods' connection caps add up to the 216 the docs state",
+            sum(caps[r] * most[r] for r in most) == 216, (caps, most))
 
     pols = {p["metadata"]["name"]: p for p in objs.kind("NetworkPolicy")}
     for role in ROLES + ("migrate",):
@@ -735,14 +747,33 @@ def scenario_trusted_proxies(helm, chart):
 
 def scenario_db_pool(helm, chart):
     label = "database.maxConnections"
-    objs = helm.objects("--set", f"database.url={DB_URL}", "--set", "database.maxConnections=8")
-    for role in ("receiver", "worker"):
+    roles = ("controller", "receiver", "worker")
+    objs = helm.objects("--set", f"database.url={DB_URL}", "--set", "database.maxConnections=8",
+                        "--set", "database.acquireTimeout=2s", "--set", "database.statementTimeout=4s")
+    for role in roles:
         args = container(objs, role)["args"]
-        R.check(f"{label}: the {role} gets --db-max-connections", flag(args, "--db-max-connections") == ["8"], args)
-    for name, value in [("under 4 fails (schema)", "3"), ("over 1000 fails (schema)", "1001"),
-                        ("a word fails (schema)", "many")]:
-        rc, _, err = helm.template("--set", f"database.url={DB_URL}", "--set", f"database.maxConnections={value}")
-        R.check(f"{label}: {name}", rc != 0 and "maxConnections" in err, f"rc={rc} stderr={err.strip()[-300:]}")
+        R.check(f"{label}: the {role} gets the chart's --db-max-connections and deadlines",
+                flag(args, "--db-max-connections") == ["8"] and flag(args, "--db-acquire-timeout") == ["2s"]
+                and flag(args, "--db-statement-timeout") == ["4s"], args)
+    # Each role's own cap replaces the chart's for that role only.
+    for role, others in [(r, [o for o in roles if o != r]) for r in roles]:
+        objs = helm.objects("--set", f"database.url={DB_URL}", "--set", "database.maxConnections=12",
+                            "--set", f"{role}.database.maxConnections=5")
+        caps = {r: flag(container(objs, r)["args"], "--db-max-connections") for r in roles}
+        R.check(f"{label}: {role}.database.maxConnections reaches the {role} alone",
+                caps[role] == ["5"] and all(caps[o] == ["12"] for o in others), caps)
+    objs = helm.objects("--set", f"database.url={DB_URL}", "--set", "controller.useDatabase=false")
+    args = container(objs, "controller")["args"]
+    R.check(f"{label}: a controller without the database gets no database flags",
+            not [a for a in args if a.startswith("--db-")], args)
+    for name, key, value in [("under 4 fails (schema)", "database.maxConnections", "3"),
+                             ("over 1000 fails (schema)", "database.maxConnections", "1001"),
+                             ("a word fails (schema)", "database.maxConnections", "many"),
+                             ("a role's under 4 fails (schema)", "worker.database.maxConnections", "2"),
+                             ("a role's over 1000 fails (schema)", "receiver.database.maxConnections", "5000"),
+                             ("a role's unknown key fails (schema)", "controller.database.maxConnection", "8")]:
+        rc, _, err = helm.template("--set", f"database.url={DB_URL}", "--set", f"{key}={value}")
+        R.check(f"{label}: {name}", rc != 0 and "maxConnection" in err, f"rc={rc} stderr={err.strip()[-300:]}")
 
 
 def scenario_receiver_workers(helm, chart):

@@ -273,6 +273,9 @@ impl Role {
             identity,
             "--database-url",
             &r.database_url,
+            // values-production.yaml's cap, so that every reconcile here runs within it.
+            "--db-max-connections",
+            "4",
         ];
         if !r.cluster_wide {
             args.extend(["--watch-namespace", &r.tenant]);

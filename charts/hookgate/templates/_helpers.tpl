@@ -103,6 +103,22 @@ DATABASE_URL
       key: {{ include "hookgate.databaseSecretKey" . }}
 {{- end }}
 
+{{/*
+The database flags of one role ("controller", "receiver" or "worker"): the chart's deadlines, and
+the role's own pool cap (<role>.database.maxConnections) or else the chart's (database.maxConnections).
+*/}}
+{{- define "hookgate.databaseArgs" -}}
+{{- $root := index . 0 -}}
+{{- $d := $root.Values.database -}}
+{{- $own := dig "database" "maxConnections" nil (index $root.Values (index . 1)) -}}
+- --db-acquire-timeout
+- {{ $d.acquireTimeout | quote }}
+- --db-statement-timeout
+- {{ $d.statementTimeout | quote }}
+- --db-max-connections
+- {{ (kindIs "invalid" $own | ternary $d.maxConnections $own) | quote }}
+{{- end }}
+
 {{/* Environment shared by the long-running roles. */}}
 {{- define "hookgate.commonEnv" -}}
 - name: POD_NAMESPACE

@@ -159,6 +159,9 @@ pub struct ControllerArgs {
     /// Admin endpoints: /metrics, /healthz, /readyz. Empty string disables them.
     #[arg(long, default_value = "0.0.0.0:9092", env = "HOOKGATE_ADMIN_LISTEN")]
     pub admin_listen: String,
+    /// The inbox's deadlines and pool cap, as for the other roles (used with --database-url).
+    #[command(flatten)]
+    pub db: DbArgs,
 }
 
 /// `hookgate receiver`: cluster mode.

@@ -1,5 +1,6 @@
 use super::*;
 use crate::destination::{self, Scope};
+use std::time::Duration;
 
 fn worker_args(args: &[&str]) -> Result<WorkerModeArgs, clap::Error> {
     let argv = ["hookgate", "worker"].iter().chain(args);
@@ -180,12 +181,12 @@ fn the_hand_over_flags_reach_the_workers_and_refuse_what_no_channel_can_hold() {
 fn the_hand_over_holds_the_slots_always_and_waits_at_most_an_eighth_of_the_lease() {
     let cfg = crate::worker::WorkerConfig {
         concurrency: 32,
-        lease: std::time::Duration::from_secs(4),
+        lease: Duration::from_secs(4),
         ..Default::default()
     };
     let room = cfg.handoff_room();
     assert_eq!((room.slots, room.events), (32, 4096));
-    assert_eq!(room.max_wait, std::time::Duration::from_millis(500));
+    assert_eq!(room.max_wait, Duration::from_millis(500));
     let small = crate::worker::WorkerConfig {
         handoff_events: 8,
         ..cfg
@@ -266,4 +267,41 @@ fn the_pool_cap_reaches_the_limits_and_refuses_what_a_worker_cannot_run_on() {
     assert!(standalone_args(&["--db-max-connections", "-1"]).is_err());
     let w = worker_args(&["-f", "x.yaml", "--db-max-connections", "6"]).unwrap();
     assert_eq!(w.db.limits().unwrap().max_connections, 6);
+}
+
+fn controller_args(args: &[&str]) -> Result<ControllerArgs, clap::Error> {
+    let argv = ["hookgate", "controller", "--namespace", "n"]
+        .iter()
+        .chain(args);
+    match Cli::try_parse_from(argv)?.command {
+        Command::Controller(a) => Ok(a),
+        other => panic!("not a controller command: {other:?}"),
+    }
+}
+
+#[test]
+fn the_controller_takes_the_same_database_limits_as_the_other_roles() {
+    let limits = |args: &[&str]| controller_args(args).unwrap().db.limits();
+    let default = limits(&[]).unwrap();
+    assert_eq!(default.max_connections, 16);
+    assert_eq!(default.acquire_timeout, Duration::from_secs(3));
+    let set = limits(&[
+        "--db-max-connections",
+        "4",
+        "--db-acquire-timeout",
+        "1s",
+        "--db-statement-timeout",
+        "250ms",
+    ])
+    .unwrap();
+    assert_eq!(set.max_connections, 4);
+    assert_eq!(set.acquire_timeout, Duration::from_secs(1));
+    assert_eq!(set.statement_timeout, Duration::from_millis(250));
+    let err = limits(&["--db-max-connections", "2"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--db-max-connections must be from 4 to 1000, not 2"),
+        "{err}"
+    );
 }
