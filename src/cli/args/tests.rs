@@ -2,12 +2,19 @@ use super::*;
 use crate::destination::{self, Scope};
 use std::time::Duration;
 
+/// Parses `argv` and returns the arguments of subcommand `$variant` (any other is a test bug).
+macro_rules! parse_as {
+    ($variant:ident, $argv:expr) => {
+        match Cli::try_parse_from($argv)?.command {
+            Command::$variant(a) => Ok(a),
+            other => panic!("not a {} command: {other:?}", stringify!($variant)),
+        }
+    };
+}
+
 fn worker_args(args: &[&str]) -> Result<WorkerModeArgs, clap::Error> {
     let argv = ["hookgate", "worker"].iter().chain(args);
-    match Cli::try_parse_from(argv)?.command {
-        Command::Worker(a) => Ok(a),
-        other => panic!("not a worker command: {other:?}"),
-    }
+    parse_as!(Worker, argv)
 }
 
 #[test]
@@ -147,10 +154,7 @@ fn standalone_args(args: &[&str]) -> Result<StandaloneArgs, clap::Error> {
     let argv = ["hookgate", "standalone", "-f", "x.yaml"]
         .iter()
         .chain(args);
-    match Cli::try_parse_from(argv)?.command {
-        Command::Standalone(a) => Ok(a),
-        other => panic!("not a standalone command: {other:?}"),
-    }
+    parse_as!(Standalone, argv)
 }
 
 #[test]
@@ -197,10 +201,7 @@ fn the_hand_over_holds_the_slots_always_and_waits_at_most_an_eighth_of_the_lease
 fn receiver_args(args: &[&str]) -> Result<ReceiverArgs, clap::Error> {
     let base = ["hookgate", "receiver", "--namespace", "n", "--database-url"];
     let argv = base.iter().chain(&["postgres://x"]).chain(args);
-    match Cli::try_parse_from(argv)?.command {
-        Command::Receiver(a) => Ok(a),
-        other => panic!("not a receiver command: {other:?}"),
-    }
+    parse_as!(Receiver, argv)
 }
 
 #[test]
@@ -273,10 +274,7 @@ fn controller_args(args: &[&str]) -> Result<ControllerArgs, clap::Error> {
     let argv = ["hookgate", "controller", "--namespace", "n"]
         .iter()
         .chain(args);
-    match Cli::try_parse_from(argv)?.command {
-        Command::Controller(a) => Ok(a),
-        other => panic!("not a controller command: {other:?}"),
-    }
+    parse_as!(Controller, argv)
 }
 
 #[test]
