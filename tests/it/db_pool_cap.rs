@@ -1,12 +1,16 @@
 //! `--db-max-connections`: a pool never opens more PostgreSQL connections than its cap, and a
 //! process at the smallest cap allowed still takes in and delivers everything. `standalone`
 //! without hand-overs is the tightest case: the receiver's batches, the workers' `LISTEN`, a
-//! claim for every event, completions and timers all share its one pool.
+//! claim for every event, completions and timers all share its one pool. A catch-up pass, which
+//! holds a connection for its lock, fits in what the rest of a worker leaves at that cap.
 
+use crate::catch_up_provider::{self as provider, Provider, Served};
 use crate::common::destination::Destination;
 use crate::common::procs::{drop_database, free_port, fresh_database, start_ready};
-use crate::common::{hmac_integration, signed_now, skip_or_fail};
+use crate::common::{hmac_integration, load, signed_now, skip_or_fail};
 use futures::StreamExt;
+use hookgate::catch_up::{CatchUp, Ran};
+use hookgate::inbox::{DbLimits, Inbox};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -138,6 +142,102 @@ async fn a_pool_opens_no_more_connections_than_its_cap_and_the_rest_wait() {
     assert!(done.iter().all(|r| r.is_ok()), "{done:?}");
     assert_eq!(most, 5);
 
+    drop(inbox);
+    drop_database(&admin_url, &url).await;
+}
+
+/// A Stripe integration whose catch-up lists the stand-in provider at `api`.
+fn catch_up_manifest(api: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: keys, namespace: t}}
+stringData: {{stripe: whsec_pool_cap_catch_up}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: provider-api, namespace: t}}
+stringData: {{key: "{key}"}}
+---
+apiVersion: hookgate.dev/v1alpha1
+kind: WebhookIntegration
+metadata: {{name: stripe, namespace: t}}
+spec:
+  scheme: {{type: stripe}}
+  keys: [{{id: v1, secretRef: {{name: keys, key: stripe}}}}]
+  delivery: {{url: "http://127.0.0.1:1/sink"}}
+  catchUp:
+    provider: stripe
+    credentialRef: {{name: provider-api, key: key}}
+    apiBaseUrl: "{api}"
+"#,
+        key = provider::KEY
+    )
+}
+
+/// A catch-up pass holds its integration's lock on one connection for the whole pass and
+/// writes on one more, so a worker at the smallest cap runs it beside the two connections the
+/// rest of the worker keeps (`LISTEN`, and a writer that keeps its connection while busy).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_catch_up_pass_at_the_smallest_cap_needs_only_the_two_connections_left() {
+    let Some((admin_url, url)) = fresh_database().await else {
+        skip_or_fail("DATABASE_URL is not set");
+        return;
+    };
+    let limits = DbLimits {
+        max_connections: hookgate::inbox::MIN_CONNECTIONS,
+        // A pass that needed a third connection fails within seconds instead of passing late.
+        acquire_timeout: Duration::from_secs(2),
+        ..Default::default()
+    };
+    let inbox = Inbox::connect_as(&url, "hookgate worker", limits)
+        .await
+        .unwrap();
+    inbox.migrate().await.unwrap();
+    let mut p = Provider::default();
+    let now = chrono::Utc::now().timestamp();
+    for i in 0..40 {
+        let id = format!("evt_cap_{i:02}");
+        p.stripe.push(provider::stripe_event(
+            &id,
+            "invoice.paid",
+            now - 3600 + i * 60,
+        ));
+    }
+    let api = Served::start(p).await;
+    let m = load(&catch_up_manifest(&api.url()));
+    let targets = hookgate::catch_up::targets(&m.route_table().unwrap());
+    let metrics = Arc::new(hookgate::metrics::Metrics::new());
+    let catch_up = CatchUp::new(inbox.clone(), targets, metrics, Default::default());
+
+    let Inbox::Postgres(pool) = &inbox else {
+        panic!("a PostgreSQL URL")
+    };
+    let listen = pool.acquire().await.unwrap();
+    let kept = pool.acquire().await.unwrap();
+    let pass = || async {
+        tokio::time::timeout(Duration::from_secs(30), catch_up.pass("t/stripe", true))
+            .await
+            .expect("the pass never hangs")
+            .expect("the integration has catchUp")
+    };
+    let done = |missing, present| Ran::Done {
+        missing,
+        present,
+        error: None,
+    };
+    assert_eq!(pass().await, done(40, 0));
+    let stored: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM inbox_events WHERE integration = 't/stripe' AND source = 'catch_up'",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(stored, 40);
+    assert_eq!(pass().await, done(0, 40), "a second pass finds them all");
+
+    drop((listen, kept, catch_up));
     drop(inbox);
     drop_database(&admin_url, &url).await;
 }
