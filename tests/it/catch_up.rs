@@ -12,7 +12,9 @@ use hookgate::metrics::Metrics;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn manifests(api: &str, key: &str) -> String {
+/// Four integrations (Stripe, Paddle twice, GitHub) in namespace `t` whose catch-up lists the
+/// provider stand-in at `api` with the credential `key`.
+pub fn manifests(api: &str, key: &str) -> String {
     format!(
         r#"
 apiVersion: v1

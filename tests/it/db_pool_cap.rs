@@ -146,36 +146,6 @@ async fn a_pool_opens_no_more_connections_than_its_cap_and_the_rest_wait() {
     drop_database(&admin_url, &url).await;
 }
 
-/// A Stripe integration whose catch-up lists the stand-in provider at `api`.
-fn catch_up_manifest(api: &str) -> String {
-    format!(
-        r#"
-apiVersion: v1
-kind: Secret
-metadata: {{name: keys, namespace: t}}
-stringData: {{stripe: whsec_pool_cap_catch_up}}
----
-apiVersion: v1
-kind: Secret
-metadata: {{name: provider-api, namespace: t}}
-stringData: {{key: "{key}"}}
----
-apiVersion: hookgate.dev/v1alpha1
-kind: WebhookIntegration
-metadata: {{name: stripe, namespace: t}}
-spec:
-  scheme: {{type: stripe}}
-  keys: [{{id: v1, secretRef: {{name: keys, key: stripe}}}}]
-  delivery: {{url: "http://127.0.0.1:1/sink"}}
-  catchUp:
-    provider: stripe
-    credentialRef: {{name: provider-api, key: key}}
-    apiBaseUrl: "{api}"
-"#,
-        key = provider::KEY
-    )
-}
-
 /// A catch-up pass holds its integration's lock on one connection for the whole pass and
 /// writes on one more, so a worker at the smallest cap runs it beside the two connections the
 /// rest of the worker keeps (`LISTEN`, and a writer that keeps its connection while busy).
@@ -206,7 +176,7 @@ async fn a_catch_up_pass_at_the_smallest_cap_needs_only_the_two_connections_left
         ));
     }
     let api = Served::start(p).await;
-    let m = load(&catch_up_manifest(&api.url()));
+    let m = load(&crate::catch_up::manifests(&api.url(), provider::KEY));
     let targets = hookgate::catch_up::targets(&m.route_table().unwrap());
     let metrics = Arc::new(hookgate::metrics::Metrics::new());
     let catch_up = CatchUp::new(inbox.clone(), targets, metrics, Default::default());
