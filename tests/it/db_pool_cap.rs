@@ -117,32 +117,37 @@ async fn a_process_at_the_smallest_cap_takes_in_and_delivers_everything_within_i
     drop_database(&admin_url, &url).await;
 }
 
+/// An inbox on `url` named `name` with these limits, and its PostgreSQL pool.
+async fn capped(url: &str, name: &str, limits: DbLimits) -> (Inbox, sqlx::PgPool) {
+    let inbox = Inbox::connect_as(url, name, limits).await.unwrap();
+    let Inbox::Postgres(pool) = &inbox else {
+        panic!("a PostgreSQL URL")
+    };
+    let pool = pool.clone();
+    (inbox, pool)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pool_opens_no_more_connections_than_its_cap_and_the_rest_wait() {
     let Some((admin_url, url)) = fresh_database().await else {
         skip_or_fail("DATABASE_URL is not set");
         return;
     };
-    let limits = hookgate::inbox::DbLimits {
+    let limits = DbLimits {
         max_connections: 5,
         ..Default::default()
     };
-    let inbox = hookgate::inbox::Inbox::connect_as(&url, "pool-cap-test", limits)
-        .await
-        .unwrap();
-    let hookgate::inbox::Inbox::Postgres(pool) = &inbox else {
-        panic!("a PostgreSQL URL")
-    };
+    let (inbox, pool) = capped(&url, "pool-cap-test", limits).await;
     let sampler = Sampler::start(&admin_url, &url, "pool-cap-test");
     // Eight statements of 300 ms at once: five run, three wait for a connection (well within the
     // acquire timeout) and run after them.
-    let sleeps = (0..8).map(|_| sqlx::query("SELECT pg_sleep(0.3)").execute(pool));
+    let sleeps = (0..8).map(|_| sqlx::query("SELECT pg_sleep(0.3)").execute(&pool));
     let done = futures::future::join_all(sleeps).await;
     let most = sampler.most().await;
     assert!(done.iter().all(|r| r.is_ok()), "{done:?}");
     assert_eq!(most, 5);
 
-    drop(inbox);
+    drop((inbox, pool));
     drop_database(&admin_url, &url).await;
 }
 
@@ -161,9 +166,7 @@ async fn a_catch_up_pass_at_the_smallest_cap_needs_only_the_two_connections_left
         acquire_timeout: Duration::from_secs(2),
         ..Default::default()
     };
-    let inbox = Inbox::connect_as(&url, "hookgate worker", limits)
-        .await
-        .unwrap();
+    let (inbox, pool) = capped(&url, "hookgate worker", limits).await;
     inbox.migrate().await.unwrap();
     let mut p = Provider::default();
     let now = chrono::Utc::now().timestamp();
@@ -181,9 +184,6 @@ async fn a_catch_up_pass_at_the_smallest_cap_needs_only_the_two_connections_left
     let metrics = Arc::new(hookgate::metrics::Metrics::new());
     let catch_up = CatchUp::new(inbox.clone(), targets, metrics, Default::default());
 
-    let Inbox::Postgres(pool) = &inbox else {
-        panic!("a PostgreSQL URL")
-    };
     let listen = pool.acquire().await.unwrap();
     let kept = pool.acquire().await.unwrap();
     let pass = || async {
@@ -201,13 +201,13 @@ async fn a_catch_up_pass_at_the_smallest_cap_needs_only_the_two_connections_left
     let stored: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM inbox_events WHERE integration = 't/stripe' AND source = 'catch_up'",
     )
-    .fetch_one(pool)
+    .fetch_one(&pool)
     .await
     .unwrap();
     assert_eq!(stored, 40);
     assert_eq!(pass().await, done(0, 40), "a second pass finds them all");
 
     drop((listen, kept, catch_up));
-    drop(inbox);
+    drop((inbox, pool));
     drop_database(&admin_url, &url).await;
 }
