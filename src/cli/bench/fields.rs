@@ -3,7 +3,8 @@
 //! `serde_json::Value` and read with `Value::pointer`. On the intake's padded body and on a
 //! Stripe event of the usual shape, where most of what a `Value` would allocate is never read.
 
-use super::verify::{Case, alternate};
+use super::rounds::alternate;
+use super::verify::Case;
 use crate::route::json_pointers::Pointers;
 use serde_json::{Value, json};
 use std::hint::black_box;

@@ -19,6 +19,7 @@ mod pgbench;
 mod pipeline;
 mod report;
 mod requests;
+mod rounds;
 mod scrape;
 mod search;
 mod setup;

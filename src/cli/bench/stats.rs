@@ -7,7 +7,8 @@ use std::time::Duration;
 pub struct Run {
     pub count: usize,
     pub elapsed: Duration,
-    /// Sorted on first use by the percentile helpers.
+    /// In the order measured (the percentile helpers sort a copy): the verify phase pairs its
+    /// sides round by round.
     pub latencies: Vec<Duration>,
 }
 

@@ -3,6 +3,7 @@
 //! HMAC, the keyed HMAC alone is timed in the same rounds, to show how much of the target the
 //! primitive itself takes.
 
+use super::rounds::{alternate, alternate_all, median_ratio};
 use super::stats::Run;
 use crate::signature::{Scheme, SignInput, SigningKey, Unverified, Verifier};
 use anyhow::Context;
@@ -10,7 +11,6 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use base64::Engine;
 use sha2::Digest;
 use std::hint::black_box;
-use std::time::Instant;
 
 pub struct Case {
     pub name: String,
@@ -33,46 +33,15 @@ pub struct Floor {
 impl Floor {
     /// Median time per operation, the primitive alone over the case's baseline.
     pub fn ratio(&self, case: &Case) -> f64 {
-        self.run.p50_ms() / case.baseline.p50_ms()
+        median_ratio(&self.run, &case.baseline)
     }
 }
 
 impl Case {
     /// Median time per operation, hookgate over baseline.
     pub fn ratio(&self) -> f64 {
-        self.hookgate.p50_ms() / self.baseline.p50_ms()
+        median_ratio(&self.hookgate, &self.baseline)
     }
-}
-
-const ROUNDS: usize = 21;
-
-/// Runs `a` and `b` in alternating rounds (so drift in the machine hits both alike); each
-/// round's time per operation is one latency sample.
-pub(super) fn alternate(
-    iters: usize,
-    mut a: impl FnMut() -> bool,
-    mut b: impl FnMut() -> bool,
-) -> (Run, Run) {
-    let [ra, rb] = alternate_all(iters, [&mut a, &mut b]);
-    (ra, rb)
-}
-
-/// [`alternate`] for any number of functions: one run each, in order.
-fn alternate_all<const N: usize>(iters: usize, mut fs: [&mut dyn FnMut() -> bool; N]) -> [Run; N] {
-    let mut runs: [Run; N] = std::array::from_fn(|_| Run::default());
-    for _ in 0..ROUNDS {
-        for (f, run) in fs.iter_mut().zip(&mut runs) {
-            let t = Instant::now();
-            for _ in 0..iters {
-                assert!(black_box(f()), "a benchmarked verification failed");
-            }
-            let took = t.elapsed();
-            run.count += iters;
-            run.elapsed += took;
-            run.latencies.push(took / iters as u32);
-        }
-    }
-    runs
 }
 
 /// The headers `scheme` puts on `body` signed with `key` at `now`.
