@@ -31,14 +31,14 @@ pub struct Floor {
 }
 
 impl Floor {
-    /// Median time per operation, the primitive alone over the case's baseline.
+    /// The primitive alone over the case's baseline: the median of the rounds' ratios.
     pub fn ratio(&self, case: &Case) -> f64 {
         median_ratio(&self.run, &case.baseline)
     }
 }
 
 impl Case {
-    /// Median time per operation, hookgate over baseline.
+    /// hookgate over the baseline: the median of the rounds' ratios.
     pub fn ratio(&self) -> f64 {
         median_ratio(&self.hookgate, &self.baseline)
     }
