@@ -1,5 +1,5 @@
 //! Micro-benchmarks run side by side: each function in turn, round after round, the rounds
-//! cycling through 16 depths of the stack, and a ratio read from the rounds' own ratios.
+//! going twice through 16 depths of the stack, and a ratio read from the rounds' own ratios.
 //!
 //! Why the stack moves: with one fixed stack position per process, Ed25519 verification ran
 //! about a fifth slower for one side or the other in one process of four or five, every round
@@ -12,12 +12,13 @@ use super::stats::Run;
 use std::hint::black_box;
 use std::time::Instant;
 
-/// Rounds per comparison; odd, so that the median is one round's figure.
-const ROUNDS: usize = 21;
 /// Stack positions the rounds cycle through, [`STACK_STEP`] bytes apart: together they span a
 /// page (4 KiB), the period at which addresses alias in the cache.
 const STACK_POSITIONS: usize = 16;
 const STACK_STEP: usize = 256;
+/// Rounds per comparison: each stack position twice, so that every position weighs the same in
+/// the median (21 rounds weighed five positions twice and the other eleven once).
+const ROUNDS: usize = 2 * STACK_POSITIONS;
 
 /// Runs `a` and `b` in alternating rounds (so drift in the machine hits both alike); each
 /// round's time per operation is one latency sample, in round order.
@@ -39,7 +40,7 @@ pub(super) fn alternate_all<const N: usize>(
     for round in 0..ROUNDS {
         for (f, run) in fs.iter_mut().zip(&mut runs) {
             let t = Instant::now();
-            at_depth(round % STACK_POSITIONS, &mut || {
+            at_depth(depth_of(round), &mut || {
                 for _ in 0..iters {
                     assert!(black_box(f()), "a benchmarked verification failed");
                 }
@@ -65,6 +66,11 @@ pub(super) fn median_ratio(ours: &Run, base: &Run) -> f64 {
         .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
         .collect();
     median(&ratios)
+}
+
+/// The stack position of a round: the rounds go through the positions in order, and again.
+fn depth_of(round: usize) -> usize {
+    round % STACK_POSITIONS
 }
 
 /// Calls `f` `depth` × [`STACK_STEP`] bytes deeper in the stack than at depth 0.
@@ -121,6 +127,18 @@ mod tests {
         }
         let span = at[0].abs_diff(at[STACK_POSITIONS - 1]);
         assert!(span >= 4096 - STACK_STEP, "the positions span {span} bytes");
+    }
+
+    #[test]
+    fn every_stack_position_gets_as_many_rounds() {
+        let mut rounds_at = [0usize; STACK_POSITIONS];
+        for round in 0..ROUNDS {
+            rounds_at[depth_of(round)] += 1;
+        }
+        assert!(
+            rounds_at.iter().all(|&n| n == rounds_at[0] && n > 0),
+            "rounds per stack position: {rounds_at:?}"
+        );
     }
 
     #[test]
