@@ -476,3 +476,38 @@ fn bench_refuses_an_open_loop_without_connections() {
     );
     assert!(!stderr.contains("bench: database"), "nothing ran: {stderr}");
 }
+
+#[test]
+fn bench_only_verify_runs_without_a_database() {
+    // Port 1 on loopback: nothing listens there, so any connection attempt fails at once.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let out = Command::new(BIN)
+        .args(["bench", "--only", "verify", "--verify-divisor", "200"])
+        .args(["--database-url", "postgres://postgres@127.0.0.1:1/none"])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bench failed:\n{stdout}\n{stderr}");
+    assert!(!stderr.contains("bench: database"), "{stderr}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let checks: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["check"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        checks,
+        [
+            "HMAC verify / raw SHA-256, 1 KiB",
+            "HMAC verify / raw SHA-256, 16 KiB",
+            "Ed25519 verify / ed25519-dalek",
+            "fields / serde_json Value, intake body",
+            "fields / serde_json Value, Stripe event",
+        ]
+    );
+}

@@ -113,6 +113,12 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// Whether the phase reads or writes the bench's database: every phase but verification,
+    /// which runs in the bench's own process on bytes in memory.
+    pub fn needs_database(self) -> bool {
+        self != Phase::Verify
+    }
+
     pub const ALL: [Phase; 7] = [
         Phase::Baselines,
         Phase::Pgbench,

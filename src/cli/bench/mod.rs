@@ -73,6 +73,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     let phase = |p: Phase| args.only.contains(&p);
     let mut report = Report::new(&args);
+    if !args.only.iter().any(|p| p.needs_database()) {
+        // Verification alone: no database to create, so none has to be running.
+        verification(&args, &mut report)?;
+        return finish(&args, &report);
+    }
     let env = setup::Env::create(&args).await?;
     eprintln!(
         "bench: database {}, {} events of {} bytes, concurrency {} (open loops: up to {} connections)",
@@ -149,19 +154,30 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
 
     if phase(Phase::Verify) {
-        eprintln!("bench: verification");
-        for v in verify::run(args.verify_divisor.max(1))? {
-            report.push(Row::per_op(&v.name, &v.hookgate));
-            report.push(Row::per_op(&v.baseline_name, &v.baseline));
-            report.ratio_max(&v.ratio_name, v.ratio(), v.target);
-            if let Some(floor) = &v.floor {
-                report.push(Row::per_op(&floor.name, &floor.run));
-                report.figure(&floor.ratio_name, floor.ratio(&v));
-            }
-        }
+        verification(&args, &mut report)?;
     }
 
     env.drop_database().await?;
+    finish(&args, &report)
+}
+
+/// The verify phase: the verifiers and the body's fields against the bare primitives.
+fn verification(args: &BenchArgs, report: &mut Report) -> anyhow::Result<()> {
+    eprintln!("bench: verification");
+    for v in verify::run(args.verify_divisor.max(1))? {
+        report.push(Row::per_op(&v.name, &v.hookgate));
+        report.push(Row::per_op(&v.baseline_name, &v.baseline));
+        report.ratio_max(&v.ratio_name, v.ratio(), v.target);
+        if let Some(floor) = &v.floor {
+            report.push(Row::per_op(&floor.name, &floor.run));
+            report.figure(&floor.ratio_name, floor.ratio(&v));
+        }
+    }
+    Ok(())
+}
+
+/// Prints the report, and writes it as JSON when asked.
+fn finish(args: &BenchArgs, report: &Report) -> anyhow::Result<()> {
     print!("{}", report.text());
     if let Some(path) = &args.json {
         std::fs::write(path, report.json())
