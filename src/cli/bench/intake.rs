@@ -3,6 +3,7 @@
 //! the baselines and to the HTTP ceiling measured earlier in the same run, and to pgbench 1-row
 //! in pairs run beside it (`paired.rs`).
 
+use super::autovacuum::watched;
 use super::load;
 use super::open_loop::{self, Pace};
 use super::paired;
@@ -33,7 +34,10 @@ pub async fn run(
         wal::Meter::start(&env.pool).await,
         wal::batches(receiver.admin).await,
     );
-    let max = load::closed_loop(receiver.addr, &requests, args.concurrency).await?;
+    let max = watched(&env.pool, report, "intake", || {
+        load::closed_loop(receiver.addr, &requests, args.concurrency)
+    })
+    .await?;
     max.expect_all(200, false, "intake")?;
     let per_commit = wal::per_commit(batches, wal::batches(receiver.admin).await);
     let w = wal::measured(meter, &env.pool, per_commit).await;
@@ -60,7 +64,10 @@ pub async fn run(
     }
 
     eprintln!("bench: duplicates");
-    let dups = load::closed_loop(receiver.addr, &requests, args.concurrency).await?;
+    let dups = watched(&env.pool, report, "duplicates", || {
+        load::closed_loop(receiver.addr, &requests, args.concurrency)
+    })
+    .await?;
     dups.expect_all(200, true, "duplicates")?;
     report.push(Row::throughput(
         "duplicates (re-sent accepted events)",
@@ -72,12 +79,14 @@ pub async fn run(
     let n = ((half * args.latency_run.as_secs_f64()) as usize).max(100);
     eprintln!("bench: intake at half the maximum rate ({half:.0}/s) for {n} events");
     let paced = env.signed_requests(20 * args.events, n)?;
-    let steady = open_loop::open_loop(
-        receiver.addr,
-        &paced,
-        args.open_loop_connections,
-        Pace::from_now(half),
-    )
+    let steady = watched(&env.pool, report, "half rate", || {
+        open_loop::open_loop(
+            receiver.addr,
+            &paced,
+            args.open_loop_connections,
+            Pace::from_now(half),
+        )
+    })
     .await?;
     steady.expect_all(200, false, "half-rate intake")?;
     report.push(Row::throughput(

@@ -7,6 +7,7 @@
 //! destination and the verification loops run in this process.
 
 mod args;
+mod autovacuum;
 mod ceiling;
 mod cpu;
 mod deployment;
