@@ -71,23 +71,30 @@ pub async fn watched<T, F: Future<Output = T>>(
     name: &str,
     start: impl FnOnce() -> F,
 ) -> T {
-    let before = seen(pool).await;
-    let out = start().await;
-    match (before, seen(pool).await) {
-        (Ok(before), Ok(after)) => {
-            if let Some(said) = during(before, after) {
-                report.note(format!(
-                    "{name}: {said} (its figures include that work on the same cores)"
-                ));
-            }
-        }
-        (Err(e), _) | (_, Err(e)) => {
-            report.note(format!(
-                "{name}: autovacuum's counters could not be read: {e}"
-            ));
-        }
+    let (out, note) = around(pool, name, start).await;
+    if let Some(note) = note {
+        report.note(note);
     }
     out
+}
+
+/// [`watched`] for a phase that cannot lend the report while it runs: the note to add, if any.
+pub async fn around<T, F: Future<Output = T>>(
+    pool: &PgPool,
+    name: &str,
+    start: impl FnOnce() -> F,
+) -> (T, Option<String>) {
+    let before = seen(pool).await;
+    let out = start().await;
+    let note = match (before, seen(pool).await) {
+        (Ok(before), Ok(after)) => during(before, after).map(|said| {
+            format!("{name}: {said} (its figures include that work on the same cores)")
+        }),
+        (Err(e), _) | (_, Err(e)) => Some(format!(
+            "{name}: autovacuum's counters could not be read: {e}"
+        )),
+    };
+    (out, note)
 }
 
 fn plural(n: i64) -> &'static str {

@@ -6,6 +6,7 @@
 //! alternating from pair to pair, and the target uses the median of the pairs' ratios.
 
 use super::BenchArgs;
+use super::autovacuum::around;
 use super::load;
 use super::pgbench;
 use super::report::Report;
@@ -80,10 +81,14 @@ pub async fn run(
         let pgbench_side = async {
             env.reset().await?;
             let meter = wal::Meter::start(&env.pool).await;
-            let rate =
+            let (rate, note) = around(&env.pool, &format!("pair {}, pgbench", k + 1), || {
                 pgbench::rows_per_second(pgbench_bin, &env.url, 1, args.concurrency, run, &body)
-                    .await?;
-            anyhow::Ok((rate, wal::measured(meter, &env.pool, Some(1.0)).await))
+            })
+            .await;
+            anyhow::Ok((
+                (rate?, wal::measured(meter, &env.pool, Some(1.0)).await),
+                note,
+            ))
         };
         let intake_side = async {
             env.reset().await?;
@@ -91,22 +96,30 @@ pub async fn run(
                 wal::Meter::start(&env.pool).await,
                 wal::batches(receiver.admin).await,
             );
-            let out =
-                load::closed_loop_for(receiver.addr, &signed, args.concurrency, Some(run)).await?;
+            let (out, note) = around(&env.pool, &format!("pair {}, intake", k + 1), || {
+                load::closed_loop_for(receiver.addr, &signed, args.concurrency, Some(run))
+            })
+            .await;
+            let out = out?;
             out.expect_all(200, false, "paired intake")?;
             let per_commit = wal::per_commit(batches, wal::batches(receiver.admin).await);
             anyhow::Ok((
-                out.run.rate(),
-                wal::measured(meter, &env.pool, per_commit).await,
+                (
+                    out.run.rate(),
+                    wal::measured(meter, &env.pool, per_commit).await,
+                ),
+                note,
             ))
         };
-        let ((pgbench, pgbench_wal), (intake, intake_wal)) = if pgbench_first(k) {
-            let p = pgbench_side.await?;
-            (p, intake_side.await?)
-        } else {
-            let i = intake_side.await?;
-            (pgbench_side.await?, i)
-        };
+        // Each side: (its rate and WAL, a note when autovacuum worked while it ran).
+        let (((pgbench, pgbench_wal), pgbench_note), ((intake, intake_wal), intake_note)) =
+            if pgbench_first(k) {
+                let p = pgbench_side.await?;
+                (p, intake_side.await?)
+            } else {
+                let i = intake_side.await?;
+                (pgbench_side.await?, i)
+            };
         let pair = Pair { pgbench, intake };
         report.wal(&format!("pair {}: pgbench 1-row", k + 1), pgbench_wal);
         report.wal(&format!("pair {}: intake", k + 1), intake_wal);
@@ -123,6 +136,9 @@ pub async fn run(
             pair.ratio()
         ));
         pairs.push(pair);
+        for note in pgbench_note.into_iter().chain(intake_note) {
+            report.note(note);
+        }
     }
     report.ratio("intake / pgbench 1-row, paired", median_ratio(&pairs), 1.5);
     let text = pairs
