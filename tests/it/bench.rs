@@ -43,13 +43,18 @@ fn bench(args: &[&str]) -> (Value, String) {
     (report, stdout)
 }
 
-fn phases(report: &Value) -> Vec<&str> {
-    report["phases"]
+/// The names in one of the report's lists: `names(report, "checks", "check")`.
+fn names<'a>(report: &'a Value, list: &str, field: &str) -> Vec<&'a str> {
+    report[list]
         .as_array()
-        .unwrap()
+        .unwrap_or_else(|| panic!("no {list} in {report}"))
         .iter()
-        .map(|p| p["phase"].as_str().unwrap())
+        .map(|p| p[field].as_str().unwrap())
         .collect()
+}
+
+fn phases(report: &Value) -> Vec<&str> {
+    names(report, "phases", "phase")
 }
 
 /// Whether the machine has `tool` where the bench looks for it (checked independently, so that
@@ -178,10 +183,7 @@ fn bench_runs_every_phase_and_reports_every_figure() {
     assert_eq!(best["ops_per_s"].as_f64().unwrap(), held);
 
     let checks = report["checks"].as_array().unwrap();
-    let names: Vec<&str> = checks
-        .iter()
-        .map(|c| c["check"].as_str().unwrap())
-        .collect();
+    let names = names(&report, "checks", "check");
     let ceiling = if nginx {
         "intake / HTTP ceiling (nginx)"
     } else {
@@ -379,22 +381,12 @@ fn bench_split(topology: &str) -> (Value, String) {
     assert!(s["delivered"].as_f64().unwrap() > 0.0, "{s}");
     assert!(s["cpu"]["hookgate_us"].as_f64().unwrap() > 0.0, "{s}");
     // The target is the standalone product; the split's ratio is a figure beside it.
-    let checks: Vec<&str> = report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["check"].as_str().unwrap())
-        .collect();
+    let checks = names(&report, "checks", "check");
     assert!(
         !checks.iter().any(|c| c.contains("pipeline sustainable")),
         "{checks:?}"
     );
-    let figures: Vec<&str> = report["figures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["figure"].as_str().unwrap())
-        .collect();
+    let figures = names(&report, "figures", "figure");
     let ratio = format!("{topology} pipeline sustainable / pgbench 1-row");
     assert_eq!(
         figures.contains(&ratio.as_str()),
@@ -509,12 +501,7 @@ fn bench_only_verify_runs_without_a_database() {
     assert!(out.status.success(), "bench failed:\n{stdout}\n{stderr}");
     assert!(!stderr.contains("bench: database"), "{stderr}");
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let checks: Vec<&str> = report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["check"].as_str().unwrap())
-        .collect();
+    let checks = names(&report, "checks", "check");
     assert_eq!(
         checks,
         [

@@ -1,13 +1,14 @@
 //! Whether PostgreSQL's autovacuum worked in the bench's database while a phase ran. The intake
 //! fills an empty inbox with tens of thousands of rows, so autovacuum vacuums and analyzes it
-//! within its next minute, at a moment nobody chose: on this 2-core machine that took both cores
-//! for about a third of a second and put 40 ms into the half-rate phase's p99 (docs/performance.md,
-//! round 25). The phase's figures stand as measured; the report says when this happened.
+//! within its next minute, at a moment nobody chose: on this 2-core machine one such pass took
+//! both cores for about a third of a second, and the half-rate phase's answers then took up to
+//! 42 ms, its p99 30 ms (docs/performance.md, round 25). The phase's figures stand as measured;
+//! the report says when this happened.
 
 use sqlx::PgPool;
 
 /// PostgreSQL's autovacuum counters for the bench's database at one moment.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Seen {
     /// VACUUMs autovacuum finished on the database's tables so far.
     vacuums: i64,
