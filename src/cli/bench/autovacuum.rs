@@ -39,29 +39,30 @@ pub async fn seen(pool: &PgPool) -> Result<Seen, sqlx::Error> {
 /// What autovacuum did between `before` and `after`, as the end of a note about a phase; `None`
 /// when it finished nothing and no worker was at work at either end.
 pub fn during(before: Seen, after: Seen) -> Option<String> {
-    let vacuums = after.vacuums - before.vacuums;
-    let analyzes = after.analyzes - before.analyzes;
-    let mut parts = Vec::new();
-    if vacuums > 0 {
-        parts.push(format!("{vacuums} VACUUM{}", plural(vacuums)));
+    let mut finished = Vec::new();
+    for (n, what) in [
+        (after.vacuums - before.vacuums, "VACUUM"),
+        (after.analyzes - before.analyzes, "ANALYZE"),
+    ] {
+        if n > 0 {
+            finished.push(format!("{n} {what}{}", if n == 1 { "" } else { "s" }));
+        }
     }
-    if analyzes > 0 {
-        parts.push(format!("{analyzes} ANALYZE{}", plural(analyzes)));
+    let at_work: Vec<&str> = [
+        (before.running > 0, "when it began"),
+        (after.running > 0, "when it ended"),
+    ]
+    .into_iter()
+    .filter_map(|(yes, when)| yes.then_some(when))
+    .collect();
+    let mut said = Vec::new();
+    if !finished.is_empty() {
+        said.push(format!("finished {}", finished.join(" and ")));
     }
-    let finished = (!parts.is_empty()).then(|| format!("finished {}", parts.join(" and ")));
-    let running = match (before.running > 0, after.running > 0) {
-        (true, true) => Some("was at work when it began and when it ended"),
-        (true, false) => Some("was at work when it began"),
-        (false, true) => Some("was at work when it ended"),
-        (false, false) => None,
-    };
-    let said = match (finished, running) {
-        (None, None) => return None,
-        (Some(f), None) => f,
-        (None, Some(r)) => r.to_string(),
-        (Some(f), Some(r)) => format!("{f}, and {r}"),
-    };
-    Some(format!("autovacuum {said}"))
+    if !at_work.is_empty() {
+        said.push(format!("was at work {}", at_work.join(" and ")));
+    }
+    (!said.is_empty()).then(|| format!("autovacuum {}", said.join(", and ")))
 }
 
 /// Runs the phase `start` starts (after the first reading, so that a schedule it sets is not
@@ -96,10 +97,6 @@ pub async fn around<T, F: Future<Output = T>>(
         )),
     };
     (out, note)
-}
-
-fn plural(n: i64) -> &'static str {
-    if n == 1 { "" } else { "s" }
 }
 
 #[cfg(test)]
@@ -140,6 +137,10 @@ mod tests {
         assert_eq!(
             during(seen(1, 1, 1), seen(2, 1, 0)).as_deref(),
             Some("autovacuum finished 1 VACUUM, and was at work when it began")
+        );
+        assert_eq!(
+            during(seen(1, 1, 1), seen(1, 1, 2)).as_deref(),
+            Some("autovacuum was at work when it began and when it ended")
         );
     }
 }
