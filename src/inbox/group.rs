@@ -30,6 +30,8 @@ pub struct GroupCommitConfig {
     pub concurrency: Option<usize>,
     /// Each insert answers within `db.deadline()`, whatever the database does.
     pub db: super::DbLimits,
+    /// The receiver's memory of the keys it committed (`super::recent`).
+    pub recent: super::RecentConfig,
 }
 
 /// The most events one transaction may hold (13 bound values each stay far below both
@@ -44,6 +46,7 @@ impl Default for GroupCommitConfig {
             max_batch: 64,
             concurrency: None,
             db: Default::default(),
+            recent: Default::default(),
         }
     }
 }

@@ -33,6 +33,8 @@ pub struct Metrics {
     pub key_phase: Family<KeyPhaseLabels, Gauge>,
     /// Refusal log lines the receiver's per-process budget dropped (one flood, one number).
     pub refusal_logs_dropped: Counter,
+    /// Duplicates the receiver answered from its memory of recently committed keys.
+    pub duplicates_remembered: Counter,
     /// Events stored leased to the workers of the receiver's process and handed over (standalone).
     pub handed_over: Family<IntegrationLabels, Counter>,
     /// The workers' claims, by whether they found any event.
@@ -72,6 +74,7 @@ impl Metrics {
             verified_requests: Family::default(),
             key_phase: Family::default(),
             refusal_logs_dropped: Counter::default(),
+            duplicates_remembered: Counter::default(),
             handed_over: Family::default(),
             claims: Family::default(),
             catch_up_missing: Family::default(),

@@ -88,6 +88,11 @@ pub(super) fn registry(m: &Metrics) -> Registry {
         m.refusal_logs_dropped.clone(),
     );
     r.register(
+        "duplicates_remembered",
+        "Duplicates the receiver answered from its memory of the keys it committed recently, without a database statement (--dedupe-cache-mib, --dedupe-cache-ttl); also counted in duplicates",
+        m.duplicates_remembered.clone(),
+    );
+    r.register(
         "events_handed_over",
         "New events the receiver stored leased to the workers of its own process and handed over, so that no claim had to read them back (standalone, and receivers run with --with-workers)",
         m.handed_over.clone(),

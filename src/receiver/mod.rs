@@ -10,7 +10,7 @@ mod reply;
 mod store;
 
 use crate::http::reply::Reply;
-use crate::inbox::{GroupCommit, GroupCommitConfig, Inbox};
+use crate::inbox::{GroupCommit, GroupCommitConfig, Inbox, Recent};
 use crate::metrics::Metrics;
 use crate::route::RouteTable;
 use arc_swap::ArcSwap;
@@ -44,6 +44,8 @@ pub struct Receiver {
     inbox: Inbox,
     /// Inserts go through here: one transaction for many concurrent requests.
     intake: GroupCommit,
+    /// The keys it committed recently: a retry of one is answered without a transaction.
+    recent: Arc<Recent>,
     /// Stores new events leased to the workers of this process while they have room (standalone).
     handoff: Option<crate::inbox::Handoff>,
     /// Without workers of its own, on PostgreSQL: wakes those of other processes.
@@ -86,6 +88,7 @@ impl Receiver {
             loaded: Arc::new(true.into()),
             inbox,
             intake,
+            recent: Arc::new(Recent::new(commit.recent)),
             handoff: None,
             notifier,
             clock: Arc::new(Utc::now),
@@ -101,8 +104,10 @@ impl Receiver {
         self
     }
 
-    /// Replaces the group-commit settings (the previous batching task winds down).
+    /// Replaces the group-commit settings (the previous batching task winds down) and the memory
+    /// of committed keys (a fresh one).
     pub fn with_group_commit(mut self, cfg: GroupCommitConfig) -> Self {
+        self.recent = Arc::new(Recent::new(cfg.recent));
         self.intake = GroupCommit::start(
             self.inbox.clone(),
             cfg,

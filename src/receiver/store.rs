@@ -5,9 +5,10 @@
 use super::Receiver;
 use super::reply;
 use crate::http::reply::Reply;
-use crate::inbox::{Claimed, InsertOutcome, NewEvent};
+use crate::inbox::{Claimed, InsertOutcome, NewEvent, Recalled};
 use crate::metrics::Metrics;
 use crate::route::CompiledRoute;
+use std::time::Instant;
 
 /// What the first half read of the event, for the outcome's metrics and log line.
 pub(super) struct Received<'a> {
@@ -27,6 +28,16 @@ pub(super) async fn store(
     received: Received<'_>,
 ) -> Reply {
     let key_id = event.key_id().to_string();
+    let now = Instant::now();
+    let note = match rx.recent.recall(&event, now) {
+        Recalled::Duplicate => {
+            rx.metrics.duplicates_remembered.inc();
+            let result = Ok(InsertOutcome::Duplicate);
+            return answer(rx, route, &received, &key_id, result);
+        }
+        Recalled::Unknown(note) => Some(note),
+        Recalled::NotAsked => None,
+    };
     // Leased to this process's workers while they have room: no claim has to read it back. The
     // lease runs on the wall clock, as the workers' claims do, whatever clock stamps arrivals.
     // An ignored or dead-lettered event has nothing to deliver and takes no place.
@@ -44,6 +55,11 @@ pub(super) async fn store(
         None => (event, None),
     };
     let result = rx.intake.insert(event).await;
+    if let (Ok(InsertOutcome::Inserted { .. }), Some(note)) = (&result, note) {
+        // Half the retention: the row cannot be gone before its entry is.
+        let at_most = route.delivery.retention_dedupe / 2;
+        rx.recent.committed(note, at_most, Instant::now());
+    }
     let reply = reply::stored(&result, received.ignored);
     match (&result, place, claim) {
         (Ok(InsertOutcome::Inserted { id }), Some(place), Some(claim)) => {
@@ -63,6 +79,18 @@ pub(super) async fn store(
             }
         }
     }
+    answer(rx, route, &received, &key_id, result)
+}
+
+/// Counts and logs the outcome, and gives the request's answer.
+fn answer(
+    rx: &Receiver,
+    route: &CompiledRoute,
+    received: &Received<'_>,
+    key_id: &str,
+    result: crate::inbox::Result<InsertOutcome>,
+) -> Reply {
+    let reply = reply::stored(&result, received.ignored);
     if reply == Reply::Duplicate {
         Metrics::count(&rx.metrics.duplicates, &route.integration);
     }

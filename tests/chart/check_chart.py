@@ -40,6 +40,7 @@ DASHBOARD_METRICS = {
     "hookgate_receiver_requests_total",
     "hookgate_signature_failures_total",
     "hookgate_duplicates_total",
+    "hookgate_duplicates_remembered_total",
     "hookgate_handshakes_total",
     "hookgate_dedupe_conflicts_total",
     "hookgate_delivery_attempts_total",
@@ -339,6 +340,9 @@ def check_roles(objs, label, db_secret, db_key):
             recv["args"][recv["args"].index("--commit-window") + 1] == "0ms"
             and recv["args"][recv["args"].index("--commit-batch") + 1] == "64"
             and recv["args"][recv["args"].index("--commit-concurrency") + 1] == "1", recv["args"])
+    R.check(f"{label}: receiver dedupe cache defaults",
+            flag(recv["args"], "--dedupe-cache-mib") == ["16"]
+            and flag(recv["args"], "--dedupe-cache-ttl") == ["5m"], recv["args"])
     R.check(f"{label}: receiver listener limits",
             recv["args"][recv["args"].index("--header-timeout") + 1] == "10s"
             and recv["args"][recv["args"].index("--body-timeout") + 1] == "30s"
@@ -915,6 +919,10 @@ def scenario_failures(helm, chart):
          "concurrency"),
         ("a group-commit batch over 1000 fails (schema)",
          ["--set", "receiver.groupCommit.maxBatch=5000", "--set", f"database.url={DB_URL}"], "maxBatch"),
+        ("a dedupe cache over 4096 MiB fails (schema)",
+         ["--set", "receiver.dedupeCache.mib=5000", "--set", f"database.url={DB_URL}"], "mib"),
+        ("a malformed dedupe cache ttl fails (schema)",
+         ["--set", "receiver.dedupeCache.ttl=forever", "--set", f"database.url={DB_URL}"], "ttl"),
         ("an unknown log format fails (schema)", ["--set", "logFormat=xml", "--set", f"database.url={DB_URL}"],
          "logFormat"),
         ("a malformed duration fails (schema)", ["--set", "worker.lease=soon", "--set", f"database.url={DB_URL}"],

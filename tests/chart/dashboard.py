@@ -92,9 +92,12 @@ def build():
          [(f"sum by (integration, reason) (rate(hookgate_signature_failures_total{{{F}}}{R}))",
            "{{integration}} {{reason}}")]),
         ("Duplicates and dedupe conflicts",
-         "Duplicates (same event id, or a replayed signature) and dedupe conflicts (same id, different body: investigate).",
+         "Duplicates (same event id, or a replayed signature) and dedupe conflicts (same id, different body: "
+         "investigate). 'from memory' (all integrations): the duplicates the receivers answered from their "
+         "memory of the keys they committed, without the database.",
          [(f"sum by (integration) (rate(hookgate_duplicates_total{{{F}}}{R}))", "duplicates {{integration}}"),
-          (f"sum by (integration) (rate(hookgate_dedupe_conflicts_total{{{F}}}{R}))", "conflicts {{integration}}")]),
+          (f"sum by (integration) (rate(hookgate_dedupe_conflicts_total{{{F}}}{R}))", "conflicts {{integration}}"),
+          (f"sum(rate(hookgate_duplicates_remembered_total{R}))", "from memory (all integrations)")]),
         ("Endpoint handshakes",
          "hookgate_handshakes_total by integration: provider endpoint checks answered (Slack url_verification, "
          "Discord PING, Twitch callback verification, Zoom url_validation, Meta subscribe). Never stored.",

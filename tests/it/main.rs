@@ -19,6 +19,7 @@ mod db_connections;
 mod db_deadline;
 mod db_names;
 mod db_pool_cap;
+mod dedupe_cache;
 mod delivery_fencing;
 mod delivery_forward_headers;
 mod destinations;

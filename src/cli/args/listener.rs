@@ -102,6 +102,15 @@ pub struct CommitArgs {
     /// Transactions in flight at once [default: 1].
     #[arg(long, env = "HOOKGATE_COMMIT_CONCURRENCY")]
     pub commit_concurrency: Option<usize>,
+    /// MiB of memory for the keys this receiver committed recently, whose retries (same id, same
+    /// body) it then answers as duplicates without a database statement. 0: every duplicate goes
+    /// to the database.
+    #[arg(long, default_value_t = crate::inbox::RecentConfig::default().bytes >> 20, env = "HOOKGATE_DEDUPE_CACHE_MIB")]
+    pub dedupe_cache_mib: usize,
+    /// How long a committed key is remembered (at most half the integration's
+    /// `retention.dedupe`).
+    #[arg(long, default_value_t = crate::inbox::RecentConfig::default().ttl.into(), env = "HOOKGATE_DEDUPE_CACHE_TTL")]
+    pub dedupe_cache_ttl: humantime::Duration,
 }
 
 impl CommitArgs {
@@ -119,11 +128,22 @@ impl CommitArgs {
         if self.commit_concurrency == Some(0) {
             bail!("--commit-concurrency must be at least 1");
         }
+        if self.dedupe_cache_mib > crate::inbox::MAX_DEDUPE_CACHE_MIB {
+            bail!(
+                "--dedupe-cache-mib must be at most {}, got {}",
+                crate::inbox::MAX_DEDUPE_CACHE_MIB,
+                self.dedupe_cache_mib
+            );
+        }
         Ok(crate::inbox::GroupCommitConfig {
             window: self.commit_window,
             max_batch: self.commit_batch,
             concurrency: self.commit_concurrency,
             db,
+            recent: crate::inbox::RecentConfig {
+                bytes: self.dedupe_cache_mib << 20,
+                ttl: *self.dedupe_cache_ttl,
+            },
         })
     }
 }

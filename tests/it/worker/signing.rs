@@ -93,7 +93,16 @@ fn assert_signature_verifies(r: &Received) {
 /// row (it is derived from the integration and the event id); other events, and the same event
 /// id in another integration, get other ids.
 async fn webhook_ids_are_stable_per_event_and_distinct_between_events(inbox: Inbox) {
-    let s = Setup::new(inbox).await;
+    let mut s = Setup::new(inbox).await;
+    // Retention is simulated below by a cutoff a month early. The receiver's memory of the keys
+    // it committed lives half the real retention, which has not passed: it is off here.
+    s.h.receiver = s.h.receiver.clone().with_group_commit(GroupCommitConfig {
+        recent: RecentConfig {
+            bytes: 0,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
     let w = s.worker();
     let inbox = s.inbox();
 

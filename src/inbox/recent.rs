@@ -1,0 +1,186 @@
+//! The keys a receiver committed recently, so that a provider's retry of one is answered as a
+//! duplicate without a transaction.
+//!
+//! A duplicate otherwise costs an insert that finds the key taken and a read of the stored body
+//! hash: two statements on the connection new events commit on, behind whatever batch holds it.
+//! Retries come in bursts (a provider that timed out on a slow receiver sends its backlog again),
+//! exactly when the database is busiest. Only what this process saw committed is remembered, with
+//! the body's hash: a retry with the same body is the duplicate the inbox would have answered;
+//! anything else (another body, a key not remembered, a key of another replica) goes to the
+//! database as before.
+//!
+//! An entry lives at most the configured time and at most half the integration's dedupe
+//! retention, counted from before its event was received, so it never outlives the row that
+//! retention would delete. The memory is bounded in bytes; the oldest entries go first.
+//! `hookgate dlq purge` cannot reach it: a receiver that stored an event may still answer a
+//! re-send of it as a duplicate for that long after the purge.
+
+use super::{NewEvent, Status};
+use hashlink::LinkedHashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// What an entry costs beside its key's bytes: the map's slot and links, the entry itself and
+/// the allocator's headers, rounded up. The bench's peak RSS shows what a full memory costs.
+const ENTRY_OVERHEAD: usize = 128;
+
+/// How much the receiver remembers, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecentConfig {
+    /// The most bytes the entries may take; 0 remembers nothing.
+    pub bytes: usize,
+    /// The longest an entry lives.
+    pub ttl: Duration,
+}
+
+/// The largest memory `--dedupe-cache-mib` takes.
+pub const MAX_MIB: usize = 4096;
+
+impl Default for RecentConfig {
+    /// 16 MiB (about 90,000 Stripe-sized keys) for 5 minutes: a provider's retries of a burst it
+    /// timed out on come within minutes; later ones go to the database.
+    fn default() -> Self {
+        Self {
+            bytes: 16 << 20,
+            ttl: Duration::from_secs(300),
+        }
+    }
+}
+
+struct Entry {
+    body_sha256: [u8; 32],
+    until: Instant,
+}
+
+struct Entries {
+    /// In the order remembered: the front is the oldest.
+    map: LinkedHashMap<Box<str>, Entry>,
+    bytes: usize,
+}
+
+/// The keys committed recently with their body hashes. Cheap to share behind an `Arc`.
+pub struct Recent {
+    cfg: RecentConfig,
+    entries: Mutex<Entries>,
+}
+
+/// The memory's key for `(integration, event_id)`: the integration's length first, so that no
+/// two pairs make the same key whatever characters they hold.
+fn key(integration: &str, event_id: &str) -> String {
+    format!("{}:{integration}{event_id}", integration.len())
+}
+
+fn cost(key: &str) -> usize {
+    key.len() + ENTRY_OVERHEAD
+}
+
+/// What the memory says of an event before it is inserted.
+pub enum Recalled {
+    /// Committed with this body: answer it as a duplicate.
+    Duplicate,
+    /// Not remembered: insert it, and pass the note to [`Recent::committed`] if it was inserted.
+    Unknown(Note),
+    /// The memory does not answer for it: it is off, or the event needs the database's word
+    /// (a signature digest to remember, a dead letter the receiver stores itself).
+    NotAsked,
+}
+
+/// An event looked up before its insert, for remembering it once it committed.
+pub struct Note {
+    key: String,
+    body_sha256: [u8; 32],
+    since: Instant,
+}
+
+impl Recent {
+    pub fn new(cfg: RecentConfig) -> Self {
+        Self {
+            cfg,
+            entries: Mutex::new(Entries {
+                map: LinkedHashMap::new(),
+                bytes: 0,
+            }),
+        }
+    }
+
+    /// Whether the memory is on at all.
+    pub fn enabled(&self) -> bool {
+        self.cfg.bytes > 0 && !self.cfg.ttl.is_zero()
+    }
+
+    /// Looks `event` up at `now`.
+    pub fn recall(&self, event: &NewEvent, now: Instant) -> Recalled {
+        if !self.enabled() || event.needs_nonce || event.status == Status::DeadLetter {
+            return Recalled::NotAsked;
+        }
+        let key = key(&event.integration, &event.event_id);
+        if self.is_duplicate(&key, &event.body_sha256, now) {
+            return Recalled::Duplicate;
+        }
+        Recalled::Unknown(Note {
+            key,
+            body_sha256: event.body_sha256,
+            since: now,
+        })
+    }
+
+    /// Remembers the event `note` was taken of, which committed as new; for at most `at_most`
+    /// (half the integration's dedupe retention).
+    pub fn committed(&self, note: Note, at_most: Duration, now: Instant) {
+        self.remember(note.key, note.body_sha256, note.since, at_most, now);
+    }
+
+    /// Whether `key` was committed with this body and its entry is still alive at `now`.
+    fn is_duplicate(&self, key: &str, body_sha256: &[u8; 32], now: Instant) -> bool {
+        let entries = self.entries.lock().expect("never poisoned");
+        entries
+            .map
+            .get(key)
+            .is_some_and(|e| now < e.until && e.body_sha256 == *body_sha256)
+    }
+
+    /// Remembers that `key` was committed with this body. `since`: an instant no later than the
+    /// event's `received_at`; `at_most`: half the integration's dedupe retention.
+    fn remember(
+        &self,
+        key: String,
+        body_sha256: [u8; 32],
+        since: Instant,
+        at_most: Duration,
+        now: Instant,
+    ) {
+        let lifetime = self.cfg.ttl.min(at_most);
+        let size = cost(&key);
+        let until = match since.checked_add(lifetime) {
+            Some(until) if self.enabled() && !lifetime.is_zero() && size <= self.cfg.bytes => until,
+            _ => return,
+        };
+        let mut entries = self.entries.lock().expect("never poisoned");
+        let entries = &mut *entries;
+        if entries.map.remove(key.as_str()).is_some() {
+            entries.bytes -= size;
+        }
+        // The oldest first: expired ones, then as many as the budget needs.
+        while let Some((k, e)) = entries.map.front() {
+            if e.until > now && entries.bytes + size <= self.cfg.bytes {
+                break;
+            }
+            entries.bytes -= cost(k);
+            entries.map.pop_front();
+        }
+        entries.bytes += size;
+        entries
+            .map
+            .insert(key.into_boxed_str(), Entry { body_sha256, until });
+    }
+
+    #[cfg(test)]
+    fn held(&self) -> (usize, usize) {
+        let entries = self.entries.lock().unwrap();
+        (entries.map.len(), entries.bytes)
+    }
+}
+
+#[cfg(test)]
+#[path = "recent_tests.rs"]
+mod tests;

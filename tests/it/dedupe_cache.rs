@@ -1,0 +1,134 @@
+//! The receiver's memory of the keys it committed (`--dedupe-cache-mib`): a provider's retry of
+//! a committed event is answered as a duplicate without the database, and everything the memory
+//! cannot answer for still reaches the inbox.
+
+use crate::common::*;
+use hookgate::cli::send::SendOptions;
+use hookgate::inbox::{GroupCommitConfig, Inbox, RecentConfig};
+use sqlx::PgPool;
+use std::time::Duration;
+
+/// A counter of the receiver's metrics (without labels, or summed over them).
+fn counter(h: &Harness, name: &str) -> f64 {
+    h.metrics
+        .encode()
+        .lines()
+        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn without_memory(h: &mut Harness) {
+    h.receiver = h.receiver.clone().with_group_commit(GroupCommitConfig {
+        recent: RecentConfig {
+            bytes: 0,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+}
+
+/// Holds an exclusive lock on the inbox table until the returned transaction ends: no
+/// statement of the receiver's can read or write it meanwhile.
+async fn lock_inbox(pool: &PgPool) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut tx = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE inbox_events IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx
+}
+
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_retry_is_answered_from_memory_while_the_inbox_is_locked(pool: PgPool) {
+    let h = harness(Inbox::Postgres(pool.clone()));
+    let body = stripe_body("evt_mem", "invoice.paid");
+    assert_eq!(h.send("t/stripe", &body, opts()).await.json, accepted());
+
+    let lock = lock_inbox(&pool).await;
+    let retry = tokio::time::timeout(Duration::from_secs(5), h.send("t/stripe", &body, opts()))
+        .await
+        .expect("answered while the inbox is locked");
+    assert_eq!(retry.json, duplicate());
+    lock.rollback().await.unwrap();
+
+    assert_eq!(counter(&h, "hookgate_duplicates_remembered_total"), 1.0);
+    assert_eq!(counter(&h, "hookgate_duplicates_total"), 1.0);
+    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM inbox_events")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(rows, 1);
+}
+
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn without_the_memory_a_retry_waits_for_the_inbox(pool: PgPool) {
+    let mut h = harness(Inbox::Postgres(pool.clone()));
+    without_memory(&mut h);
+    let body = stripe_body("evt_db", "invoice.paid");
+    assert_eq!(h.send("t/stripe", &body, opts()).await.json, accepted());
+
+    let lock = lock_inbox(&pool).await;
+    let retry = h.send("t/stripe", &body, opts());
+    tokio::pin!(retry);
+    // Still waiting on the lock after 300 ms: the database is asked.
+    let early = tokio::time::timeout(Duration::from_millis(300), &mut retry).await;
+    assert!(early.is_err(), "answered without the database");
+    lock.rollback().await.unwrap();
+    assert_eq!(retry.await.json, duplicate());
+    assert_eq!(counter(&h, "hookgate_duplicates_remembered_total"), 0.0);
+    assert_eq!(counter(&h, "hookgate_duplicates_total"), 1.0);
+}
+
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_known_id_with_another_body_still_reaches_the_inbox(pool: PgPool) {
+    let h = harness(Inbox::Postgres(pool.clone()));
+    let first = stripe_body("evt_conflict", "invoice.paid");
+    assert_eq!(h.send("t/stripe", &first, opts()).await.json, accepted());
+    let other = first.replace("invoice.paid", "invoice.created");
+    // Answered as a duplicate, as the inbox does, and counted there as a conflict.
+    assert_eq!(h.send("t/stripe", &other, opts()).await.json, duplicate());
+    let conflicts: i64 = sqlx::query_scalar(
+        "SELECT dedupe_conflicts FROM inbox_events WHERE event_id = 'evt_conflict'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(conflicts, 1);
+    assert_eq!(counter(&h, "hookgate_dedupe_conflicts_total"), 1.0);
+    assert_eq!(counter(&h, "hookgate_duplicates_remembered_total"), 0.0);
+    // The first body is still the one remembered.
+    assert_eq!(h.send("t/stripe", &first, opts()).await.json, duplicate());
+    assert_eq!(counter(&h, "hookgate_duplicates_remembered_total"), 1.0);
+}
+
+/// GitHub signs the body but not the delivery id: a re-sent capture is a replay only the
+/// inbox's record of signature digests can tell.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn an_event_whose_id_is_not_signed_is_left_to_the_inbox(pool: PgPool) {
+    let h = harness(Inbox::Postgres(pool.clone()));
+    let body = r#"{"action":"opened"}"#;
+    let sent = SendOptions {
+        event_id: Some("delivery-1".into()),
+        ..opts()
+    };
+    let (path, headers) = h.sign("t/github", body, sent);
+    assert_eq!(h.post(&path, &headers, body).await.json, accepted());
+    assert_eq!(h.post(&path, &headers, body).await.json, duplicate());
+    assert_eq!(counter(&h, "hookgate_duplicates_remembered_total"), 0.0);
+    assert_eq!(counter(&h, "hookgate_duplicates_total"), 1.0);
+}
+
+#[tokio::test]
+async fn retries_are_answered_from_memory_on_sqlite_too() {
+    let (_dir, inbox) = sqlite_inbox().await;
+    let h = harness(inbox);
+    for i in 0..3 {
+        let body = stripe_body(&format!("evt_{i}"), "invoice.paid");
+        assert_eq!(h.send("t/stripe", &body, opts()).await.json, accepted());
+        assert_eq!(h.send("t/stripe", &body, opts()).await.json, duplicate());
+        assert_eq!(h.send("t/stripe", &body, opts()).await.json, duplicate());
+    }
+    assert_eq!(counter(&h, "hookgate_duplicates_remembered_total"), 6.0);
+    assert_eq!(counter(&h, "hookgate_duplicates_total"), 6.0);
+}
