@@ -233,7 +233,11 @@ fn bench_runs_every_phase_and_reports_every_figure() {
     let compacted = figure("disk per stored event, compacted (bytes)").unwrap();
     assert!((1024.0..4096.0).contains(&compacted), "{figures:?}");
     assert!(left >= compacted, "{figures:?}");
-    assert_eq!(figures.len(), 4 + usize::from(pgbench), "{figures:?}");
+    // Every duplicate was answered from the receiver's memory (else a note says how many were
+    // not), and the same duplicates, each asking the inbox, were measured beside them.
+    let from_inbox = figure("duplicate p99 without the memory (ms)");
+    assert!(from_inbox.is_some_and(|v| v > 0.0), "{figures:?}");
+    assert_eq!(figures.len(), 5 + usize::from(pgbench), "{figures:?}");
     if pgbench {
         // Three pairs (--pgbench-runs' default), each side measured, the target their median.
         let pairs = report["intake_pgbench_pairs"].as_array().unwrap();
@@ -315,12 +319,20 @@ fn bench_runs_every_phase_and_reports_every_figure() {
     for n in report["notes"].as_array().unwrap() {
         let n = n.as_str().unwrap();
         assert!(!n.contains("could not be read"), "{n}");
+        assert!(!n.contains("answered from the receiver's memory"), "{n}");
         if n.contains("autovacuum") {
             let phase = n.split(':').next().unwrap();
             let pair_side = phase.starts_with("pair ")
                 && (phase.ends_with(", pgbench") || phase.ends_with(", intake"));
             assert!(
-                pair_side || ["intake", "duplicates", "half rate"].contains(&phase),
+                pair_side
+                    || [
+                        "intake",
+                        "duplicates",
+                        "duplicates without memory",
+                        "half rate"
+                    ]
+                    .contains(&phase),
                 "{n}"
             );
         }

@@ -8,9 +8,11 @@ use super::load;
 use super::open_loop::{self, Pace};
 use super::paired;
 use super::report::{Report, Row};
+use super::scrape;
 use super::setup::Env;
 use super::wal;
 use super::{Anchors, BenchArgs};
+use anyhow::Context;
 use std::time::Duration;
 
 /// The receiver as a child process: max rate, duplicates, half-rate latency and its memory.
@@ -64,16 +66,33 @@ pub async fn run(
     }
 
     eprintln!("bench: duplicates");
+    let admin = receiver
+        .admin
+        .context("the receiver serves its admin port")?;
+    let [before] = scrape::counters(admin, [scrape::REMEMBERED]).await?;
     let dups = watched(&env.pool, report, "duplicates", || {
         load::closed_loop(receiver.addr, &requests, args.concurrency)
     })
     .await?;
     dups.expect_all(200, true, "duplicates")?;
+    let [after] = scrape::counters(admin, [scrape::REMEMBERED]).await?;
     report.push(Row::throughput(
         "duplicates (re-sent accepted events)",
         &dups.run,
     ));
     report.limit("duplicate p99 (ms)", dups.run.p99_ms(), 5.0);
+    let remembered = (after - before) as usize;
+    if remembered < requests.len() {
+        report.note(format!(
+            "duplicates: {remembered} of {} answered from the receiver's memory, the others by the inbox",
+            requests.len()
+        ));
+    }
+    // A build that remembers nothing (`--dedupe-cache-mib 0`, or one older than the flag) has
+    // just measured the inbox's path.
+    if remembered > 0 {
+        database_duplicates(args, env, &requests, report).await?;
+    }
 
     let half = max.run.rate() / 2.0;
     let n = ((half * args.latency_run.as_secs_f64()) as usize).max(100);
@@ -104,6 +123,31 @@ pub async fn run(
     if let Some(bin) = &anchors.pgbench {
         paired::run(args, env, bin, &receiver, rate, report).await?;
     }
+    receiver.stop();
+    Ok(())
+}
+
+/// The same duplicates again, to a receiver without its memory of committed keys: every one
+/// asks the inbox, as a retry that reaches another replica does. A figure, beside the target.
+async fn database_duplicates(
+    args: &BenchArgs,
+    env: &Env,
+    requests: &std::sync::Arc<Vec<load::Prepared>>,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    eprintln!("bench: duplicates without the receiver's memory");
+    let receiver = env.spawn_receiver_with(None, &["--dedupe-cache-mib", "0"])?;
+    receiver.wait_ready().await?;
+    let dups = watched(&env.pool, report, "duplicates without memory", || {
+        load::closed_loop(receiver.addr, requests, args.concurrency)
+    })
+    .await?;
+    dups.expect_all(200, true, "duplicates without memory")?;
+    report.push(Row::throughput(
+        "duplicates without the memory (each asks the inbox)",
+        &dups.run,
+    ));
+    report.figure("duplicate p99 without the memory (ms)", dups.run.p99_ms());
     receiver.stop();
     Ok(())
 }

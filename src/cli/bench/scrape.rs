@@ -11,6 +11,9 @@ pub const HANDED_OVER: &str = "hookgate_events_handed_over_total";
 /// The workers' claims, found something or not (`src/metrics/register.rs`), summed.
 pub const CLAIMS: &str = "hookgate_claims_total";
 
+/// Duplicates the receiver answered from its memory of committed keys (`src/metrics/register.rs`).
+pub const REMEMBERED: &str = "hookgate_duplicates_remembered_total";
+
 /// The receiver's group commit (`src/metrics/register.rs`): events committed, and transactions.
 pub const BATCHED_EVENTS: &str = "hookgate_intake_batch_size_sum";
 pub const BATCHES: &str = "hookgate_intake_batch_size_count";

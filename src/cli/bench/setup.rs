@@ -191,14 +191,20 @@ spec:
     /// `hookgate standalone --no-workers` on a free loopback port, logging at the default level,
     /// with an admin port when `admin` (for its counters).
     pub fn spawn_receiver(&self, admin: Option<SocketAddr>) -> anyhow::Result<Child> {
+        self.spawn_receiver_with(admin, &[])
+    }
+
+    /// [`Env::spawn_receiver`] with more flags.
+    pub fn spawn_receiver_with(
+        &self,
+        admin: Option<SocketAddr>,
+        flags: &[&str],
+    ) -> anyhow::Result<Child> {
         let addr = free_port()?;
         let listen = addr.to_string();
-        self.spawn(
-            "receiver",
-            &["standalone", "--no-workers", "--listen", &listen],
-            addr,
-            admin,
-        )
+        let mut args = vec!["standalone", "--no-workers", "--listen", &listen];
+        args.extend_from_slice(flags);
+        self.spawn("receiver", &args, addr, admin)
     }
 
     /// `hookgate standalone` with its workers, as a user first runs it, and its admin port (for
