@@ -10,8 +10,10 @@
 //! database as before.
 //!
 //! An entry lives at most the configured time and at most half the integration's dedupe
-//! retention, counted from before its event was received, so it never outlives the row that
-//! retention would delete. The memory is bounded in bytes; the oldest entries go first.
+//! retention, counted from the lookup (just after the event was received and verified): the
+//! other half is the margin for the time the commit took and for the janitor's clock, so an
+//! entry never outlives the row retention would delete. The memory is bounded in bytes; the
+//! oldest entries go first.
 //! `hookgate dlq purge` cannot reach it: a receiver that stored an event may still answer a
 //! re-send of it as a duplicate for that long after the purge.
 
@@ -140,8 +142,8 @@ impl Recent {
             .is_some_and(|e| now < e.until && e.body_sha256 == *body_sha256)
     }
 
-    /// Remembers that `key` was committed with this body. `since`: an instant no later than the
-    /// event's `received_at`; `at_most`: half the integration's dedupe retention.
+    /// Remembers that `key` was committed with this body, for at most `at_most` from `since`
+    /// (the lookup before the insert).
     fn remember(
         &self,
         key: String,

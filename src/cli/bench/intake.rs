@@ -144,7 +144,7 @@ async fn database_duplicates(
     .await?;
     dups.expect_all(200, true, "duplicates without memory")?;
     report.push(Row::throughput(
-        "duplicates without the memory (each asks the inbox)",
+        "duplicates, no memory (each asks the inbox)",
         &dups.run,
     ));
     report.figure("duplicate p99 without the memory (ms)", dups.run.p99_ms());
