@@ -33,7 +33,8 @@ pub(super) async fn store(
         Recalled::Duplicate => {
             rx.metrics.duplicates_remembered.inc();
             let result = Ok(InsertOutcome::Duplicate);
-            return answer(rx, route, &received, &key_id, result);
+            let reply = reply::stored(&result, received.ignored);
+            return answer(rx, route, &received, &key_id, result, reply);
         }
         Recalled::Unknown(note) => Some(note),
         Recalled::NotAsked => None,
@@ -79,18 +80,18 @@ pub(super) async fn store(
             }
         }
     }
-    answer(rx, route, &received, &key_id, result)
+    answer(rx, route, &received, &key_id, result, reply)
 }
 
-/// Counts and logs the outcome, and gives the request's answer.
+/// Counts and logs the outcome; `reply` is the request's answer, which it returns.
 fn answer(
     rx: &Receiver,
     route: &CompiledRoute,
     received: &Received<'_>,
     key_id: &str,
     result: crate::inbox::Result<InsertOutcome>,
+    reply: Reply,
 ) -> Reply {
-    let reply = reply::stored(&result, received.ignored);
     if reply == Reply::Duplicate {
         Metrics::count(&rx.metrics.duplicates, &route.integration);
     }

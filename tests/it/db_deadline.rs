@@ -14,16 +14,6 @@ fn bound() -> Duration {
     DbLimits::default().deadline() * 3
 }
 
-/// Holds `LOCK TABLE inbox_events IN ACCESS EXCLUSIVE MODE` from a connection of its own.
-async fn lock_inbox(pool: &PgPool) -> sqlx::Transaction<'static, sqlx::Postgres> {
-    let mut tx = pool.begin().await.unwrap();
-    sqlx::query("LOCK TABLE inbox_events IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    tx
-}
-
 #[sqlx::test(migrations = "migrations/postgres")]
 async fn a_locked_inbox_is_503_within_the_deadline_then_recovers(pool: PgPool) {
     let h = harness(Inbox::Postgres(pool.clone()));

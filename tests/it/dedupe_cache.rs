@@ -4,7 +4,7 @@
 
 use crate::common::*;
 use hookgate::cli::send::SendOptions;
-use hookgate::inbox::{GroupCommitConfig, Inbox, RecentConfig};
+use hookgate::inbox::Inbox;
 use sqlx::PgPool;
 use std::time::Duration;
 
@@ -16,27 +16,6 @@ fn counter(h: &Harness, name: &str) -> f64 {
         .filter(|l| l.starts_with(name) && !l.starts_with('#'))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
-}
-
-fn without_memory(h: &mut Harness) {
-    h.receiver = h.receiver.clone().with_group_commit(GroupCommitConfig {
-        recent: RecentConfig {
-            bytes: 0,
-            ..Default::default()
-        },
-        ..Default::default()
-    });
-}
-
-/// Holds an exclusive lock on the inbox table until the returned transaction ends: no
-/// statement of the receiver's can read or write it meanwhile.
-async fn lock_inbox(pool: &PgPool) -> sqlx::Transaction<'static, sqlx::Postgres> {
-    let mut tx = pool.begin().await.unwrap();
-    sqlx::query("LOCK TABLE inbox_events IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    tx
 }
 
 #[sqlx::test(migrations = "migrations/postgres")]
@@ -64,7 +43,7 @@ async fn a_retry_is_answered_from_memory_while_the_inbox_is_locked(pool: PgPool)
 #[sqlx::test(migrations = "migrations/postgres")]
 async fn without_the_memory_a_retry_waits_for_the_inbox(pool: PgPool) {
     let mut h = harness(Inbox::Postgres(pool.clone()));
-    without_memory(&mut h);
+    without_dedupe_memory(&mut h);
     let body = stripe_body("evt_db", "invoice.paid");
     assert_eq!(h.send("t/stripe", &body, opts()).await.json, accepted());
 

@@ -239,6 +239,31 @@ impl Harness {
     }
 }
 
+/// Holds `LOCK TABLE inbox_events IN ACCESS EXCLUSIVE MODE` from a connection of its own until
+/// the returned transaction ends: no statement of the receiver's can read or write it meanwhile.
+pub async fn lock_inbox(pool: &sqlx::PgPool) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut tx = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE inbox_events IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx
+}
+
+/// Turns the receiver's memory of committed keys off: every duplicate asks the inbox.
+pub fn without_dedupe_memory(h: &mut Harness) {
+    h.receiver = h
+        .receiver
+        .clone()
+        .with_group_commit(hookgate::inbox::GroupCommitConfig {
+            recent: hookgate::inbox::RecentConfig {
+                bytes: 0,
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+}
+
 pub fn accepted() -> Value {
     serde_json::json!({"received": true, "duplicate": false})
 }

@@ -18,7 +18,7 @@ pub(crate) use setup::*;
 use crate::common::destination::{Answer, Destination, Received};
 use crate::common::*;
 use chrono::Utc;
-use hookgate::inbox::{GroupCommitConfig, Inbox, RecentConfig};
+use hookgate::inbox::Inbox;
 use hookgate::metrics::Metrics;
 use hookgate::worker::{self, Worker, WorkerConfig};
 use serde_json::json;

@@ -96,13 +96,7 @@ async fn webhook_ids_are_stable_per_event_and_distinct_between_events(inbox: Inb
     let mut s = Setup::new(inbox).await;
     // Retention is simulated below by a cutoff a month early. The receiver's memory of the keys
     // it committed lives half the real retention, which has not passed: it is off here.
-    s.h.receiver = s.h.receiver.clone().with_group_commit(GroupCommitConfig {
-        recent: RecentConfig {
-            bytes: 0,
-            ..Default::default()
-        },
-        ..Default::default()
-    });
+    without_dedupe_memory(&mut s.h);
     let w = s.worker();
     let inbox = s.inbox();
 
