@@ -53,9 +53,7 @@ pub use handoff::{Handed, Handoff, Reservation, Room as HandoffRoom, handoff};
 pub use headers::StoredHeaders;
 pub use key_use::FLUSH_EVERY as KEY_USE_FLUSH_EVERY;
 pub use notify::{CHANNEL as NOTIFY_CHANNEL, Notifier, listen};
-pub use recent::{
-    MAX_MIB as MAX_DEDUPE_CACHE_MIB, Note as RecentNote, Recalled, Recent, RecentConfig,
-};
+pub use recent::{MAX_MIB as MAX_DEDUPE_CACHE_MIB, Recalled, Recent, RecentConfig};
 pub use stats::{BACKLOG, BacklogCount, CONFLICTS, Traffic};
 
 use crate::redact::redact_url;

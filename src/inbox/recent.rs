@@ -107,7 +107,7 @@ impl Recent {
     }
 
     /// Whether the memory is on at all.
-    pub fn enabled(&self) -> bool {
+    fn enabled(&self) -> bool {
         self.cfg.bytes > 0 && !self.cfg.ttl.is_zero()
     }
 
