@@ -146,7 +146,19 @@ macro_rules! record_audit {
 }
 pub(super) use record_audit;
 
+/// The purges recorded so far, as a number that only grows: receivers compare it to forget the
+/// keys a purge may have deleted (`super::recent`). The primary key read backwards finds it.
+const PURGES_RECORDED: &str = "SELECT COALESCE(MAX(id), 0) FROM dlq_audit WHERE action = 'purge'";
+
 impl Inbox {
+    /// A number that moves whenever dead letters were purged (the id of the latest purge
+    /// recorded, 0 before the first).
+    pub async fn purges_recorded(&self) -> Result<i64> {
+        Ok(backend!(self, pool => {
+            sqlx::query_scalar(PURGES_RECORDED).fetch_one(pool).await?
+        }))
+    }
+
     /// Recorded replays and purges, newest first; `limit` 0 or less means no limit.
     pub async fn audit_log(
         &self,

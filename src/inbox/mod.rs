@@ -53,7 +53,10 @@ pub use handoff::{Handed, Handoff, Reservation, Room as HandoffRoom, handoff};
 pub use headers::StoredHeaders;
 pub use key_use::FLUSH_EVERY as KEY_USE_FLUSH_EVERY;
 pub use notify::{CHANNEL as NOTIFY_CHANNEL, Notifier, listen};
-pub use recent::{MAX_MIB as MAX_DEDUPE_CACHE_MIB, Recalled, Recent, RecentConfig};
+pub use recent::{
+    CONFIRM_EVERY as DEDUPE_CACHE_CONFIRM_EVERY, CONFIRMED_FOR as DEDUPE_CACHE_CONFIRMED_FOR,
+    MAX_MIB as MAX_DEDUPE_CACHE_MIB, Recalled, Recent, RecentConfig,
+};
 pub use stats::{BACKLOG, BacklogCount, CONFLICTS, Traffic};
 
 use crate::redact::redact_url;

@@ -14,8 +14,15 @@
 //! other half is the margin for the time the commit took and for the janitor's clock, so an
 //! entry never outlives the row retention would delete. The memory is bounded in bytes; the
 //! oldest entries go first.
-//! `hookgate dlq purge` cannot reach it: a receiver that stored an event may still answer a
-//! re-send of it as a duplicate for that long after the purge.
+//!
+//! `hookgate dlq purge` deletes rows the memory may hold, in another process: a re-send of a
+//! purged event must be new again. The memory answers only while it is confirmed: the receiver
+//! asks the inbox every [`CONFIRM_EVERY`] how many purges the audit trail records
+//! ([`Recent::confirm`]), forgets everything when that number moved, and the memory answers for
+//! [`CONFIRMED_FOR`] from the start of the last confirmation. A purge committed after that start
+//! is seen by a later one, so from [`CONFIRMED_FOR`] after its commit no receiver answers from a
+//! memory that predates it: `hookgate dlq purge` waits that long before it returns. A receiver
+//! that cannot reach the inbox stops answering from memory when the confirmation runs out.
 
 use super::{NewEvent, Status};
 use hashlink::LinkedHashMap;
@@ -35,6 +42,13 @@ pub struct RecentConfig {
     /// The longest an entry lives.
     pub ttl: Duration,
 }
+
+/// How often a receiver confirms its memory against the purges recorded in the inbox.
+pub const CONFIRM_EVERY: Duration = Duration::from_secs(1);
+
+/// How long from the start of a confirmation the memory answers: [`CONFIRM_EVERY`] and room for a
+/// confirmation that takes a while. Also how long `hookgate dlq purge` waits after its commit.
+pub const CONFIRMED_FOR: Duration = Duration::from_secs(3);
 
 /// The largest memory `--dedupe-cache-mib` takes.
 pub const MAX_MIB: usize = 4096;
@@ -59,6 +73,27 @@ struct Entries {
     /// In the order remembered: the front is the oldest.
     map: LinkedHashMap<Box<str>, Entry>,
     bytes: usize,
+    /// Purges the inbox recorded at the last confirmation; `None` before the first.
+    purges: Option<i64>,
+    /// When the last confirmation started: the memory answers until [`CONFIRMED_FOR`] after it.
+    confirmed_at: Option<Instant>,
+    /// Moves each time the memory is emptied: a note taken before cannot be remembered after, as
+    /// its insert may predate the purge that emptied it.
+    epoch: u64,
+}
+
+impl Entries {
+    /// Whether `key` is held with this body and alive at `now`.
+    fn holds(&self, key: &str, body_sha256: &[u8; 32], now: Instant) -> bool {
+        self.map
+            .get(key)
+            .is_some_and(|e| now < e.until && e.body_sha256 == *body_sha256)
+    }
+
+    fn answers(&self, now: Instant) -> bool {
+        self.confirmed_at
+            .is_some_and(|at| now.saturating_duration_since(at) < CONFIRMED_FOR)
+    }
 }
 
 /// The keys committed recently with their body hashes. Cheap to share behind an `Arc`.
@@ -93,6 +128,7 @@ pub struct Note {
     key: String,
     body_sha256: [u8; 32],
     since: Instant,
+    epoch: u64,
 }
 
 impl Recent {
@@ -102,12 +138,15 @@ impl Recent {
             entries: Mutex::new(Entries {
                 map: LinkedHashMap::new(),
                 bytes: 0,
+                purges: None,
+                confirmed_at: None,
+                epoch: 0,
             }),
         }
     }
 
     /// Whether the memory is on at all.
-    fn enabled(&self) -> bool {
+    pub fn enabled(&self) -> bool {
         self.cfg.bytes > 0 && !self.cfg.ttl.is_zero()
     }
 
@@ -117,41 +156,28 @@ impl Recent {
             return Recalled::NotAsked;
         }
         let key = key(&event.integration, &event.event_id);
-        if self.is_duplicate(&key, &event.body_sha256, now) {
+        let entries = self.entries.lock().expect("never poisoned");
+        if entries.answers(now) && entries.holds(&key, &event.body_sha256, now) {
             return Recalled::Duplicate;
         }
         Recalled::Unknown(Note {
             key,
             body_sha256: event.body_sha256,
             since: now,
+            epoch: entries.epoch,
         })
     }
 
-    /// Remembers the event `note` was taken of, which committed as new; for at most `at_most`
-    /// (half the integration's dedupe retention).
+    /// Remembers the event `note` was taken of, which committed as new, for at most `at_most`
+    /// (half the integration's dedupe retention) from the lookup; not if the memory was emptied
+    /// since the lookup.
     pub fn committed(&self, note: Note, at_most: Duration, now: Instant) {
-        self.remember(note.key, note.body_sha256, note.since, at_most, now);
-    }
-
-    /// Whether `key` was committed with this body and its entry is still alive at `now`.
-    fn is_duplicate(&self, key: &str, body_sha256: &[u8; 32], now: Instant) -> bool {
-        let entries = self.entries.lock().expect("never poisoned");
-        entries
-            .map
-            .get(key)
-            .is_some_and(|e| now < e.until && e.body_sha256 == *body_sha256)
-    }
-
-    /// Remembers that `key` was committed with this body, for at most `at_most` from `since`
-    /// (the lookup before the insert).
-    fn remember(
-        &self,
-        key: String,
-        body_sha256: [u8; 32],
-        since: Instant,
-        at_most: Duration,
-        now: Instant,
-    ) {
+        let Note {
+            key,
+            body_sha256,
+            since,
+            epoch,
+        } = note;
         let lifetime = self.cfg.ttl.min(at_most);
         let size = cost(&key);
         let until = match since.checked_add(lifetime) {
@@ -160,6 +186,9 @@ impl Recent {
         };
         let mut entries = self.entries.lock().expect("never poisoned");
         let entries = &mut *entries;
+        if entries.epoch != epoch {
+            return;
+        }
         if entries.map.remove(key.as_str()).is_some() {
             entries.bytes -= size;
         }
@@ -175,6 +204,32 @@ impl Recent {
         entries
             .map
             .insert(key.into_boxed_str(), Entry { body_sha256, until });
+    }
+
+    /// Whether the memory answers at `now`: it is on and was confirmed within [`CONFIRMED_FOR`].
+    pub fn answers(&self, now: Instant) -> bool {
+        self.enabled() && self.entries.lock().expect("never poisoned").answers(now)
+    }
+
+    /// Records a confirmation that started at `asked_at` and found `purges` purges recorded in
+    /// the inbox. When that is not the number the last one found (or this is the first), every
+    /// entry is forgotten: a row it names may be gone. Returns how many entries were forgotten.
+    pub fn confirm(&self, purges: i64, asked_at: Instant) -> usize {
+        let mut entries = self.entries.lock().expect("never poisoned");
+        let mut forgotten = 0;
+        if entries.purges != Some(purges) {
+            forgotten = entries.map.len();
+            entries.map.clear();
+            entries.bytes = 0;
+            entries.epoch += 1;
+            entries.purges = Some(purges);
+            entries.confirmed_at = None;
+        }
+        // A confirmation that started before the last one recorded says nothing newer.
+        if entries.confirmed_at.is_none_or(|at| at < asked_at) {
+            entries.confirmed_at = Some(asked_at);
+        }
+        forgotten
     }
 
     #[cfg(test)]

@@ -11,16 +11,43 @@ fn recent(bytes: usize, ttl_secs: u64) -> Recent {
     })
 }
 
+/// Remembers `key` with `body` through the note a lookup at `since` would have made now.
+fn remember(
+    r: &Recent,
+    key: String,
+    body: [u8; 32],
+    since: Instant,
+    at_most: Duration,
+    now: Instant,
+) {
+    r.committed(note(r, key, body, since), at_most, now);
+}
+
+fn note(r: &Recent, key: String, body_sha256: [u8; 32], since: Instant) -> Note {
+    let epoch = r.entries.lock().unwrap().epoch;
+    Note {
+        key,
+        body_sha256,
+        since,
+        epoch,
+    }
+}
+
+/// Whether `key` is held with `body` and alive at `now`, whether or not the memory answers.
+fn holds(r: &Recent, key: &str, body: &[u8; 32], now: Instant) -> bool {
+    r.entries.lock().unwrap().holds(key, body, now)
+}
+
 #[test]
 fn a_remembered_key_with_its_body_is_a_duplicate_and_nothing_else_is() {
     let r = recent(1 << 20, 300);
     let t0 = Instant::now();
-    r.remember(key("shop/stripe", "evt_1"), BODY, t0, DAY, t0);
-    assert!(r.is_duplicate(&key("shop/stripe", "evt_1"), &BODY, t0));
+    remember(&r, key("shop/stripe", "evt_1"), BODY, t0, DAY, t0);
+    assert!(holds(&r, &key("shop/stripe", "evt_1"), &BODY, t0));
     // Another body is a conflict, which only the database can count.
-    assert!(!r.is_duplicate(&key("shop/stripe", "evt_1"), &OTHER, t0));
-    assert!(!r.is_duplicate(&key("shop/stripe", "evt_2"), &BODY, t0));
-    assert!(!r.is_duplicate(&key("shop/github", "evt_1"), &BODY, t0));
+    assert!(!holds(&r, &key("shop/stripe", "evt_1"), &OTHER, t0));
+    assert!(!holds(&r, &key("shop/stripe", "evt_2"), &BODY, t0));
+    assert!(!holds(&r, &key("shop/github", "evt_1"), &BODY, t0));
 }
 
 #[test]
@@ -35,15 +62,15 @@ fn an_entry_lives_the_ttl_or_half_the_retention_whichever_is_shorter() {
     let r = recent(1 << 20, 300);
     let t0 = Instant::now();
     let k = key("shop/stripe", "evt_1");
-    r.remember(k.clone(), BODY, t0, DAY, t0);
-    assert!(r.is_duplicate(&k, &BODY, t0 + Duration::from_secs(299)));
-    assert!(!r.is_duplicate(&k, &BODY, t0 + Duration::from_secs(300)));
+    remember(&r, k.clone(), BODY, t0, DAY, t0);
+    assert!(holds(&r, &k, &BODY, t0 + Duration::from_secs(299)));
+    assert!(!holds(&r, &k, &BODY, t0 + Duration::from_secs(300)));
 
     // Retention of 60 s: the caller passes 30 s.
     let short = key("shop/short", "evt_1");
-    r.remember(short.clone(), BODY, t0, Duration::from_secs(30), t0);
-    assert!(r.is_duplicate(&short, &BODY, t0 + Duration::from_secs(29)));
-    assert!(!r.is_duplicate(&short, &BODY, t0 + Duration::from_secs(30)));
+    remember(&r, short.clone(), BODY, t0, Duration::from_secs(30), t0);
+    assert!(holds(&r, &short, &BODY, t0 + Duration::from_secs(29)));
+    assert!(!holds(&r, &short, &BODY, t0 + Duration::from_secs(30)));
 }
 
 #[test]
@@ -51,8 +78,8 @@ fn the_lifetime_counts_from_the_instant_given_not_from_when_it_was_remembered() 
     let r = recent(1 << 20, 300);
     let t0 = Instant::now();
     let k = key("shop/stripe", "evt_1");
-    r.remember(k.clone(), BODY, t0, DAY, t0 + Duration::from_secs(10));
-    assert!(!r.is_duplicate(&k, &BODY, t0 + Duration::from_secs(300)));
+    remember(&r, k.clone(), BODY, t0, DAY, t0 + Duration::from_secs(10));
+    assert!(!holds(&r, &k, &BODY, t0 + Duration::from_secs(300)));
 }
 
 #[test]
@@ -62,13 +89,13 @@ fn the_byte_budget_drops_the_oldest_entries_first() {
     let r = recent(3 * cost(&k(0)), 300);
     let t0 = Instant::now();
     for i in 0..5 {
-        r.remember(k(i), BODY, t0, DAY, t0);
+        remember(&r, k(i), BODY, t0, DAY, t0);
     }
     assert_eq!(r.held(), (3, 3 * cost(&k(0))));
-    assert!(!r.is_duplicate(&k(0), &BODY, t0));
-    assert!(!r.is_duplicate(&k(1), &BODY, t0));
+    assert!(!holds(&r, &k(0), &BODY, t0));
+    assert!(!holds(&r, &k(1), &BODY, t0));
     for i in 2..5 {
-        assert!(r.is_duplicate(&k(i), &BODY, t0), "evt {i} dropped");
+        assert!(holds(&r, &k(i), &BODY, t0), "evt {i} dropped");
     }
 }
 
@@ -77,10 +104,17 @@ fn expired_entries_are_dropped_as_new_ones_arrive() {
     let r = recent(1 << 20, 60);
     let t0 = Instant::now();
     for i in 0..100 {
-        r.remember(key("shop/stripe", &format!("evt_{i}")), BODY, t0, DAY, t0);
+        remember(
+            &r,
+            key("shop/stripe", &format!("evt_{i}")),
+            BODY,
+            t0,
+            DAY,
+            t0,
+        );
     }
     let later = t0 + Duration::from_secs(61);
-    r.remember(key("shop/stripe", "evt_new"), BODY, later, DAY, later);
+    remember(&r, key("shop/stripe", "evt_new"), BODY, later, DAY, later);
     assert_eq!(r.held().0, 1, "the expired entries are still held");
 }
 
@@ -89,11 +123,11 @@ fn remembering_a_key_again_replaces_it_without_counting_it_twice() {
     let r = recent(1 << 20, 300);
     let t0 = Instant::now();
     let k = key("shop/stripe", "evt_1");
-    r.remember(k.clone(), BODY, t0, DAY, t0);
-    r.remember(k.clone(), OTHER, t0, DAY, t0);
+    remember(&r, k.clone(), BODY, t0, DAY, t0);
+    remember(&r, k.clone(), OTHER, t0, DAY, t0);
     assert_eq!(r.held(), (1, cost(&k)));
-    assert!(r.is_duplicate(&k, &OTHER, t0));
-    assert!(!r.is_duplicate(&k, &BODY, t0));
+    assert!(holds(&r, &k, &OTHER, t0));
+    assert!(!holds(&r, &k, &BODY, t0));
 }
 
 #[test]
@@ -101,12 +135,71 @@ fn a_memory_of_zero_bytes_or_zero_ttl_remembers_nothing() {
     let t0 = Instant::now();
     for r in [recent(0, 300), recent(1 << 20, 0)] {
         assert!(!r.enabled());
-        r.remember(key("shop/stripe", "evt_1"), BODY, t0, DAY, t0);
-        assert!(!r.is_duplicate(&key("shop/stripe", "evt_1"), &BODY, t0));
+        remember(&r, key("shop/stripe", "evt_1"), BODY, t0, DAY, t0);
+        assert!(!holds(&r, &key("shop/stripe", "evt_1"), &BODY, t0));
         assert_eq!(r.held(), (0, 0));
     }
     // A key larger than the whole budget is not remembered either.
     let r = recent(ENTRY_OVERHEAD + 4, 300);
-    r.remember(key("shop/stripe", "evt_1"), BODY, t0, DAY, t0);
+    remember(&r, key("shop/stripe", "evt_1"), BODY, t0, DAY, t0);
     assert_eq!(r.held(), (0, 0));
+}
+
+#[test]
+fn the_memory_answers_only_for_a_while_after_a_confirmation_started() {
+    let r = recent(1 << 20, 300);
+    let t0 = Instant::now();
+    assert!(!r.answers(t0), "answers before its first confirmation");
+    r.confirm(0, t0);
+    assert!(r.answers(t0 + CONFIRMED_FOR - Duration::from_millis(1)));
+    assert!(!r.answers(t0 + CONFIRMED_FOR));
+    // A later confirmation extends it; one that started earlier than the last does not shorten it.
+    r.confirm(0, t0 + Duration::from_secs(2));
+    r.confirm(0, t0 + Duration::from_secs(1));
+    assert!(r.answers(t0 + Duration::from_secs(2) + CONFIRMED_FOR - Duration::from_millis(1)));
+    assert!(!r.answers(t0 + Duration::from_secs(2) + CONFIRMED_FOR));
+    assert!(!recent(0, 300).answers(t0), "a memory that is off answers");
+}
+
+#[test]
+fn a_purge_recorded_since_the_last_confirmation_forgets_everything() {
+    let r = recent(1 << 20, 300);
+    let t0 = Instant::now();
+    let k = |i: u32| key("shop/stripe", &format!("evt_{i}"));
+    // Before the first confirmation nothing says which purges the entries predate.
+    remember(&r, k(0), BODY, t0, DAY, t0);
+    assert_eq!(r.confirm(4, t0), 1);
+    remember(&r, k(1), BODY, t0, DAY, t0);
+    assert_eq!(
+        r.confirm(4, t0 + Duration::from_secs(1)),
+        0,
+        "no purge: kept"
+    );
+    assert!(holds(&r, &k(1), &BODY, t0));
+
+    // A purge is recorded: the entries go, and the confirmation that saw it starts afresh.
+    assert_eq!(r.confirm(5, t0 + Duration::from_secs(2)), 1);
+    assert_eq!(r.held(), (0, 0));
+    assert!(r.answers(t0 + Duration::from_secs(2)));
+}
+
+#[test]
+fn an_insert_looked_up_before_the_memory_was_emptied_is_not_remembered() {
+    let r = recent(1 << 20, 300);
+    let t0 = Instant::now();
+    r.confirm(0, t0);
+    // Looked up, then (while its insert commits) a purge is seen.
+    let before = note(&r, key("shop/stripe", "evt_1"), BODY, t0);
+    r.confirm(1, t0 + Duration::from_secs(1));
+    r.committed(before, DAY, t0 + Duration::from_secs(1));
+    assert_eq!(r.held(), (0, 0));
+    // Looked up after it: remembered.
+    let after = note(
+        &r,
+        key("shop/stripe", "evt_2"),
+        BODY,
+        t0 + Duration::from_secs(1),
+    );
+    r.committed(after, DAY, t0 + Duration::from_secs(1));
+    assert_eq!(r.held().0, 1);
 }

@@ -4,6 +4,7 @@
 pub mod client;
 mod handler;
 pub mod limits;
+mod memory;
 mod read;
 pub mod refusal_log;
 mod reply;
@@ -82,13 +83,15 @@ impl Receiver {
             Inbox::Postgres(pool) => Some(crate::inbox::Notifier::start(pool.clone())),
             Inbox::Sqlite(_) => None,
         };
+        let recent = Arc::new(Recent::new(commit.recent));
+        memory::confirm(&recent, inbox.clone());
         Self {
             routes: Arc::new(ArcSwap::from_pointee(Routing::new(routes, &limits))),
             limits,
             loaded: Arc::new(true.into()),
             inbox,
             intake,
-            recent: Arc::new(Recent::new(commit.recent)),
+            recent,
             handoff: None,
             notifier,
             clock: Arc::new(Utc::now),
@@ -108,6 +111,7 @@ impl Receiver {
     /// of committed keys (a fresh one).
     pub fn with_group_commit(mut self, cfg: GroupCommitConfig) -> Self {
         self.recent = Arc::new(Recent::new(cfg.recent));
+        memory::confirm(&self.recent, self.inbox.clone());
         self.intake = GroupCommit::start(
             self.inbox.clone(),
             cfg,
@@ -190,6 +194,12 @@ impl Receiver {
     /// Whether a routing table has been loaded (it may legitimately be empty).
     pub fn routes_loaded(&self) -> bool {
         self.loaded.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Whether a retry of a key it committed is answered from memory now: the memory is on and
+    /// was confirmed against the purges recorded within the last few seconds.
+    pub fn answers_from_memory(&self) -> bool {
+        self.recent.answers(std::time::Instant::now())
     }
 
     pub fn routes(&self) -> Arc<RouteTable> {

@@ -2,6 +2,7 @@
 //! a committed event is answered as a duplicate without the database, and everything the memory
 //! cannot answer for still reaches the inbox.
 
+use crate::common::procs::{drop_database, fresh_database};
 use crate::common::*;
 use hookgate::cli::send::SendOptions;
 use hookgate::inbox::Inbox;
@@ -21,6 +22,7 @@ fn counter(h: &Harness, name: &str) -> f64 {
 #[sqlx::test(migrations = "migrations/postgres")]
 async fn a_retry_is_answered_from_memory_while_the_inbox_is_locked(pool: PgPool) {
     let h = harness(Inbox::Postgres(pool.clone()));
+    await_dedupe_memory(&h).await;
     let body = stripe_body("evt_mem", "invoice.paid");
     assert_eq!(h.send("t/stripe", &body, opts()).await.json, accepted());
 
@@ -62,6 +64,7 @@ async fn without_the_memory_a_retry_waits_for_the_inbox(pool: PgPool) {
 #[sqlx::test(migrations = "migrations/postgres")]
 async fn a_known_id_with_another_body_still_reaches_the_inbox(pool: PgPool) {
     let h = harness(Inbox::Postgres(pool.clone()));
+    await_dedupe_memory(&h).await;
     let first = stripe_body("evt_conflict", "invoice.paid");
     assert_eq!(h.send("t/stripe", &first, opts()).await.json, accepted());
     let other = first.replace("invoice.paid", "invoice.created");
@@ -86,6 +89,7 @@ async fn a_known_id_with_another_body_still_reaches_the_inbox(pool: PgPool) {
 #[sqlx::test(migrations = "migrations/postgres")]
 async fn an_event_whose_id_is_not_signed_is_left_to_the_inbox(pool: PgPool) {
     let h = harness(Inbox::Postgres(pool.clone()));
+    await_dedupe_memory(&h).await;
     let body = r#"{"action":"opened"}"#;
     let sent = SendOptions {
         event_id: Some("delivery-1".into()),
@@ -102,6 +106,7 @@ async fn an_event_whose_id_is_not_signed_is_left_to_the_inbox(pool: PgPool) {
 async fn retries_are_answered_from_memory_on_sqlite_too() {
     let (_dir, inbox) = sqlite_inbox().await;
     let h = harness(inbox);
+    await_dedupe_memory(&h).await;
     for i in 0..3 {
         let body = stripe_body(&format!("evt_{i}"), "invoice.paid");
         assert_eq!(h.send("t/stripe", &body, opts()).await.json, accepted());
@@ -110,4 +115,75 @@ async fn retries_are_answered_from_memory_on_sqlite_too() {
     }
     assert_eq!(counter(&h, "hookgate_duplicates_remembered_total"), 6.0);
     assert_eq!(counter(&h, "hookgate_duplicates_total"), 6.0);
+}
+
+/// Sends an event, gets its retry answered from memory, dead-letters it and purges it with
+/// `hookgate dlq purge` on `url`: once the command has returned, a re-send is a new event, not a
+/// duplicate of a row that is gone.
+async fn a_purged_dead_letter_is_new_again(h: &Harness, inbox: &Inbox, url: &str) {
+    await_dedupe_memory(h).await;
+    let body = stripe_body("evt_purged", "invoice.paid");
+    assert_eq!(h.send("t/stripe", &body, opts()).await.json, accepted());
+    assert_eq!(h.send("t/stripe", &body, opts()).await.json, duplicate());
+    assert_eq!(counter(h, "hookgate_duplicates_remembered_total"), 1.0);
+    dead_letter_all(inbox).await;
+
+    let purge = hookgate::cli::dlq::DlqCommand::Purge {
+        database_url: url.to_string(),
+        ids: vec![],
+        integration: None,
+        since: None,
+        all: true,
+        dry_run: false,
+    };
+    hookgate::cli::dlq::run_as(purge, &tester()).await.unwrap();
+
+    assert_eq!(h.send("t/stripe", &body, opts()).await.json, accepted());
+    assert_eq!(h.send("t/stripe", &body, opts()).await.json, duplicate());
+    let (rows, status) = stored(inbox, "evt_purged").await;
+    assert_eq!((rows, status.as_str()), (1, "pending"));
+}
+
+/// Every event of the inbox dead-lettered, as a worker leaves one whose attempts ran out.
+async fn dead_letter_all(inbox: &Inbox) {
+    let sql = "UPDATE inbox_events SET status = 'dead_letter', locked_until = NULL";
+    match inbox {
+        Inbox::Postgres(pool) => sqlx::query(sql).execute(pool).await.map(drop),
+        Inbox::Sqlite(pool) => sqlx::query(sql).execute(pool).await.map(drop),
+    }
+    .unwrap();
+}
+
+/// How many rows the inbox holds of `event_id`, and the status of one.
+async fn stored(inbox: &Inbox, event_id: &str) -> (i64, String) {
+    let sql = "SELECT COUNT(*), MAX(status) FROM inbox_events WHERE event_id = $1";
+    match inbox {
+        Inbox::Postgres(pool) => sqlx::query_as(sql).bind(event_id).fetch_one(pool).await,
+        Inbox::Sqlite(pool) => sqlx::query_as(sql).bind(event_id).fetch_one(pool).await,
+    }
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_purged_dead_letter_is_new_again_on_postgres() {
+    let Some((admin, url)) = fresh_database().await else {
+        return;
+    };
+    let inbox = Inbox::connect(&url).await.unwrap();
+    inbox.migrate().await.unwrap();
+    let h = harness(inbox.clone());
+    a_purged_dead_letter_is_new_again(&h, &inbox, &url).await;
+    drop(h);
+    inbox.close().await;
+    drop_database(&admin, &url).await;
+}
+
+#[tokio::test]
+async fn a_purged_dead_letter_is_new_again_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("inbox.db").display());
+    let inbox = Inbox::connect(&url).await.unwrap();
+    inbox.migrate().await.unwrap();
+    let h = harness(inbox.clone());
+    a_purged_dead_letter_is_new_again(&h, &inbox, &url).await;
 }

@@ -2,8 +2,8 @@
 
 use crate::cli::Output;
 use crate::inbox::{
-    Actor, Apply, AuditRecord, DeadLetter, DeadLetterFilter, EventDetail, Inbox, ReplaySelector,
-    Status,
+    Actor, Apply, AuditRecord, DEDUPE_CACHE_CONFIRMED_FOR, DeadLetter, DeadLetterFilter,
+    EventDetail, Inbox, ReplaySelector, Status,
 };
 use anyhow::{Context, bail};
 use base64::Engine;
@@ -199,6 +199,17 @@ pub async fn run_as(cmd: DlqCommand, actor: &Actor) -> anyhow::Result<()> {
             let inbox = open(&database_url).await?;
             let skipped = check_ids(&inbox, &sel).await?;
             let done = inbox.purge_dead_letters(&sel, apply(dry_run)).await?;
+            if !dry_run && !done.is_empty() {
+                // Receivers remember the keys they committed; each forgets them within this
+                // once it sees the purge (`inbox::recent`). Until then a re-send of a purged
+                // event could still be answered as a duplicate.
+                let wait = DEDUPE_CACHE_CONFIRMED_FOR;
+                eprintln!(
+                    "waiting {}s until no receiver answers a re-send of a purged event as a duplicate",
+                    wait.as_secs()
+                );
+                tokio::time::sleep(wait).await;
+            }
             let verb = if dry_run { "would purge" } else { "purged" };
             println!("{}", summary(verb, &done));
             report_skipped(

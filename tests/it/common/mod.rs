@@ -250,6 +250,19 @@ pub async fn lock_inbox(pool: &sqlx::PgPool) -> sqlx::Transaction<'static, sqlx:
     tx
 }
 
+/// Waits until the receiver answers retries from its memory: its first confirmation against
+/// the purges recorded in the inbox, right after it starts.
+pub async fn await_dedupe_memory(h: &Harness) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !h.receiver.answers_from_memory() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the memory was never confirmed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 /// Turns the receiver's memory of committed keys off: every duplicate asks the inbox.
 pub fn without_dedupe_memory(h: &mut Harness) {
     h.receiver = h
