@@ -9,10 +9,10 @@
 //! anything else (another body, a key not remembered, a key of another replica) goes to the
 //! database as before.
 //!
-//! An entry lives at most the configured time and at most half the integration's dedupe
-//! retention, counted from the lookup (just after the event was received and verified): the
-//! other half is the margin for the time the commit took and for the janitor's clock, so an
-//! entry never outlives the row retention would delete. The memory is bounded in bytes; the
+//! An entry answers for at most the configured time and at most half the integration's dedupe
+//! retention as configured when it is asked, counted from the lookup (just after the event was
+//! received and verified): the other half is the margin for the time the commit took and for the
+//! janitor's clock, so an entry never outlives the row retention would delete. The memory is bounded in bytes; the
 //! oldest entries go first.
 //!
 //! `hookgate dlq purge` deletes rows the memory may hold, in another process: a re-send of a
@@ -66,7 +66,8 @@ impl Default for RecentConfig {
 
 struct Entry {
     body_sha256: [u8; 32],
-    until: Instant,
+    /// The lookup before its insert: its lifetime counts from here.
+    since: Instant,
 }
 
 struct Entries {
@@ -83,11 +84,11 @@ struct Entries {
 }
 
 impl Entries {
-    /// Whether `key` is held with this body and alive at `now`.
-    fn holds(&self, key: &str, body_sha256: &[u8; 32], now: Instant) -> bool {
-        self.map
-            .get(key)
-            .is_some_and(|e| now < e.until && e.body_sha256 == *body_sha256)
+    /// Whether `key` is held with this body and younger than `lifetime` at `now`.
+    fn holds(&self, key: &str, body_sha256: &[u8; 32], lifetime: Duration, now: Instant) -> bool {
+        self.map.get(key).is_some_and(|e| {
+            now.saturating_duration_since(e.since) < lifetime && e.body_sha256 == *body_sha256
+        })
     }
 
     fn answers(&self, now: Instant) -> bool {
@@ -150,14 +151,17 @@ impl Recent {
         self.cfg.bytes > 0 && !self.cfg.ttl.is_zero()
     }
 
-    /// Looks `event` up at `now`.
-    pub fn recall(&self, event: &NewEvent, now: Instant) -> Recalled {
+    /// Looks `event` up at `now`; an entry answers for at most the ttl and `at_most` (half the
+    /// integration's dedupe retention as configured now, so that an entry never outlives the row
+    /// even when the retention was shortened after it was made).
+    pub fn recall(&self, event: &NewEvent, at_most: Duration, now: Instant) -> Recalled {
         if !self.enabled() || event.needs_nonce || event.status == Status::DeadLetter {
             return Recalled::NotAsked;
         }
         let key = key(&event.integration, &event.event_id);
         let entries = self.entries.lock().expect("never poisoned");
-        if entries.answers(now) && entries.holds(&key, &event.body_sha256, now) {
+        let lifetime = self.cfg.ttl.min(at_most);
+        if entries.answers(now) && entries.holds(&key, &event.body_sha256, lifetime, now) {
             return Recalled::Duplicate;
         }
         Recalled::Unknown(Note {
@@ -168,22 +172,19 @@ impl Recent {
         })
     }
 
-    /// Remembers the event `note` was taken of, which committed as new, for at most `at_most`
-    /// (half the integration's dedupe retention) from the lookup; not if the memory was emptied
-    /// since the lookup.
-    pub fn committed(&self, note: Note, at_most: Duration, now: Instant) {
+    /// Remembers the event `note` was taken of, which committed as new, for at most the ttl from
+    /// the lookup; not if the memory was emptied since the lookup.
+    pub fn committed(&self, note: Note, now: Instant) {
         let Note {
             key,
             body_sha256,
             since,
             epoch,
         } = note;
-        let lifetime = self.cfg.ttl.min(at_most);
         let size = cost(&key);
-        let until = match since.checked_add(lifetime) {
-            Some(until) if self.enabled() && !lifetime.is_zero() && size <= self.cfg.bytes => until,
-            _ => return,
-        };
+        if !self.enabled() || size > self.cfg.bytes {
+            return;
+        }
         let mut entries = self.entries.lock().expect("never poisoned");
         let entries = &mut *entries;
         if entries.epoch != epoch {
@@ -194,7 +195,8 @@ impl Recent {
         }
         // The oldest first: expired ones, then as many as the budget needs.
         while let Some((k, e)) = entries.map.front() {
-            if e.until > now && entries.bytes + size <= self.cfg.bytes {
+            let alive = now.saturating_duration_since(e.since) < self.cfg.ttl;
+            if alive && entries.bytes + size <= self.cfg.bytes {
                 break;
             }
             entries.bytes -= cost(k);
@@ -203,7 +205,7 @@ impl Recent {
         entries.bytes += size;
         entries
             .map
-            .insert(key.into_boxed_str(), Entry { body_sha256, until });
+            .insert(key.into_boxed_str(), Entry { body_sha256, since });
     }
 
     /// Whether the memory answers at `now`: it is on and was confirmed within [`CONFIRMED_FOR`].

@@ -12,15 +12,8 @@ fn recent(bytes: usize, ttl_secs: u64) -> Recent {
 }
 
 /// Remembers `key` with `body` through the note a lookup at `since` would have made now.
-fn remember(
-    r: &Recent,
-    key: String,
-    body: [u8; 32],
-    since: Instant,
-    at_most: Duration,
-    now: Instant,
-) {
-    r.committed(note(r, key, body, since), at_most, now);
+fn remember(r: &Recent, key: String, body: [u8; 32], since: Instant, now: Instant) {
+    r.committed(note(r, key, body, since), now);
 }
 
 fn note(r: &Recent, key: String, body_sha256: [u8; 32], since: Instant) -> Note {
@@ -33,16 +26,23 @@ fn note(r: &Recent, key: String, body_sha256: [u8; 32], since: Instant) -> Note 
     }
 }
 
-/// Whether `key` is held with `body` and alive at `now`, whether or not the memory answers.
+/// Whether `key` is held with `body` and answers at `now` for an integration whose dedupe
+/// retention is `2 * at_most`, whether or not the memory answers at all.
+fn holds_within(r: &Recent, key: &str, body: &[u8; 32], at_most: Duration, now: Instant) -> bool {
+    let lifetime = r.cfg.ttl.min(at_most);
+    r.entries.lock().unwrap().holds(key, body, lifetime, now)
+}
+
+/// [`holds_within`] a day.
 fn holds(r: &Recent, key: &str, body: &[u8; 32], now: Instant) -> bool {
-    r.entries.lock().unwrap().holds(key, body, now)
+    holds_within(r, key, body, DAY, now)
 }
 
 #[test]
 fn a_remembered_key_with_its_body_is_a_duplicate_and_nothing_else_is() {
     let r = recent(1 << 20, 300);
     let t0 = Instant::now();
-    remember(&r, key("shop/stripe", "evt_1"), BODY, t0, DAY, t0);
+    remember(&r, key("shop/stripe", "evt_1"), BODY, t0, t0);
     assert!(holds(&r, &key("shop/stripe", "evt_1"), &BODY, t0));
     // Another body is a conflict, which only the database can count.
     assert!(!holds(&r, &key("shop/stripe", "evt_1"), &OTHER, t0));
@@ -58,19 +58,31 @@ fn keys_of_different_pairs_never_coincide() {
 }
 
 #[test]
-fn an_entry_lives_the_ttl_or_half_the_retention_whichever_is_shorter() {
+fn an_entry_answers_for_the_ttl_or_half_the_retention_whichever_is_shorter() {
     let r = recent(1 << 20, 300);
     let t0 = Instant::now();
     let k = key("shop/stripe", "evt_1");
-    remember(&r, k.clone(), BODY, t0, DAY, t0);
+    remember(&r, k.clone(), BODY, t0, t0);
     assert!(holds(&r, &k, &BODY, t0 + Duration::from_secs(299)));
     assert!(!holds(&r, &k, &BODY, t0 + Duration::from_secs(300)));
 
-    // Retention of 60 s: the caller passes 30 s.
-    let short = key("shop/short", "evt_1");
-    remember(&r, short.clone(), BODY, t0, Duration::from_secs(30), t0);
-    assert!(holds(&r, &short, &BODY, t0 + Duration::from_secs(29)));
-    assert!(!holds(&r, &short, &BODY, t0 + Duration::from_secs(30)));
+    // Retention of 60 s: the caller passes 30 s, as configured when it asks, so an entry made
+    // under a longer retention stops answering when the retention is shortened.
+    let half = Duration::from_secs(30);
+    assert!(holds_within(
+        &r,
+        &k,
+        &BODY,
+        half,
+        t0 + Duration::from_secs(29)
+    ));
+    assert!(!holds_within(
+        &r,
+        &k,
+        &BODY,
+        half,
+        t0 + Duration::from_secs(30)
+    ));
 }
 
 #[test]
@@ -78,7 +90,7 @@ fn the_lifetime_counts_from_the_instant_given_not_from_when_it_was_remembered() 
     let r = recent(1 << 20, 300);
     let t0 = Instant::now();
     let k = key("shop/stripe", "evt_1");
-    remember(&r, k.clone(), BODY, t0, DAY, t0 + Duration::from_secs(10));
+    remember(&r, k.clone(), BODY, t0, t0 + Duration::from_secs(10));
     assert!(!holds(&r, &k, &BODY, t0 + Duration::from_secs(300)));
 }
 
@@ -89,7 +101,7 @@ fn the_byte_budget_drops_the_oldest_entries_first() {
     let r = recent(3 * cost(&k(0)), 300);
     let t0 = Instant::now();
     for i in 0..5 {
-        remember(&r, k(i), BODY, t0, DAY, t0);
+        remember(&r, k(i), BODY, t0, t0);
     }
     assert_eq!(r.held(), (3, 3 * cost(&k(0))));
     assert!(!holds(&r, &k(0), &BODY, t0));
@@ -104,17 +116,10 @@ fn expired_entries_are_dropped_as_new_ones_arrive() {
     let r = recent(1 << 20, 60);
     let t0 = Instant::now();
     for i in 0..100 {
-        remember(
-            &r,
-            key("shop/stripe", &format!("evt_{i}")),
-            BODY,
-            t0,
-            DAY,
-            t0,
-        );
+        remember(&r, key("shop/stripe", &format!("evt_{i}")), BODY, t0, t0);
     }
     let later = t0 + Duration::from_secs(61);
-    remember(&r, key("shop/stripe", "evt_new"), BODY, later, DAY, later);
+    remember(&r, key("shop/stripe", "evt_new"), BODY, later, later);
     assert_eq!(r.held().0, 1, "the expired entries are still held");
 }
 
@@ -123,8 +128,8 @@ fn remembering_a_key_again_replaces_it_without_counting_it_twice() {
     let r = recent(1 << 20, 300);
     let t0 = Instant::now();
     let k = key("shop/stripe", "evt_1");
-    remember(&r, k.clone(), BODY, t0, DAY, t0);
-    remember(&r, k.clone(), OTHER, t0, DAY, t0);
+    remember(&r, k.clone(), BODY, t0, t0);
+    remember(&r, k.clone(), OTHER, t0, t0);
     assert_eq!(r.held(), (1, cost(&k)));
     assert!(holds(&r, &k, &OTHER, t0));
     assert!(!holds(&r, &k, &BODY, t0));
@@ -135,13 +140,13 @@ fn a_memory_of_zero_bytes_or_zero_ttl_remembers_nothing() {
     let t0 = Instant::now();
     for r in [recent(0, 300), recent(1 << 20, 0)] {
         assert!(!r.enabled());
-        remember(&r, key("shop/stripe", "evt_1"), BODY, t0, DAY, t0);
+        remember(&r, key("shop/stripe", "evt_1"), BODY, t0, t0);
         assert!(!holds(&r, &key("shop/stripe", "evt_1"), &BODY, t0));
         assert_eq!(r.held(), (0, 0));
     }
     // A key larger than the whole budget is not remembered either.
     let r = recent(ENTRY_OVERHEAD + 4, 300);
-    remember(&r, key("shop/stripe", "evt_1"), BODY, t0, DAY, t0);
+    remember(&r, key("shop/stripe", "evt_1"), BODY, t0, t0);
     assert_eq!(r.held(), (0, 0));
 }
 
@@ -167,9 +172,9 @@ fn a_purge_recorded_since_the_last_confirmation_forgets_everything() {
     let t0 = Instant::now();
     let k = |i: u32| key("shop/stripe", &format!("evt_{i}"));
     // Before the first confirmation nothing says which purges the entries predate.
-    remember(&r, k(0), BODY, t0, DAY, t0);
+    remember(&r, k(0), BODY, t0, t0);
     assert_eq!(r.confirm(4, t0), 1);
-    remember(&r, k(1), BODY, t0, DAY, t0);
+    remember(&r, k(1), BODY, t0, t0);
     assert_eq!(
         r.confirm(4, t0 + Duration::from_secs(1)),
         0,
@@ -191,7 +196,7 @@ fn an_insert_looked_up_before_the_memory_was_emptied_is_not_remembered() {
     // Looked up, then (while its insert commits) a purge is seen.
     let before = note(&r, key("shop/stripe", "evt_1"), BODY, t0);
     r.confirm(1, t0 + Duration::from_secs(1));
-    r.committed(before, DAY, t0 + Duration::from_secs(1));
+    r.committed(before, t0 + Duration::from_secs(1));
     assert_eq!(r.held(), (0, 0));
     // Looked up after it: remembered.
     let after = note(
@@ -200,6 +205,6 @@ fn an_insert_looked_up_before_the_memory_was_emptied_is_not_remembered() {
         BODY,
         t0 + Duration::from_secs(1),
     );
-    r.committed(after, DAY, t0 + Duration::from_secs(1));
+    r.committed(after, t0 + Duration::from_secs(1));
     assert_eq!(r.held().0, 1);
 }

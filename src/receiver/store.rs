@@ -29,7 +29,9 @@ pub(super) async fn store(
 ) -> Reply {
     let key_id = event.key_id().to_string();
     let now = Instant::now();
-    let note = match rx.recent.recall(&event, now) {
+    // Half the retention: the row cannot be gone before the entry stops answering.
+    let at_most = route.delivery.retention_dedupe / 2;
+    let note = match rx.recent.recall(&event, at_most, now) {
         Recalled::Duplicate => {
             rx.metrics.duplicates_remembered.inc();
             let result = Ok(InsertOutcome::Duplicate);
@@ -57,9 +59,7 @@ pub(super) async fn store(
     };
     let result = rx.intake.insert(event).await;
     if let (Ok(InsertOutcome::Inserted { .. }), Some(note)) = (&result, note) {
-        // Half the retention: the row cannot be gone before its entry is.
-        let at_most = route.delivery.retention_dedupe / 2;
-        rx.recent.committed(note, at_most, Instant::now());
+        rx.recent.committed(note, Instant::now());
     }
     let reply = reply::stored(&result, received.ignored);
     match (&result, place, claim) {

@@ -187,3 +187,29 @@ async fn a_purged_dead_letter_is_new_again_on_sqlite() {
     let h = harness(inbox.clone());
     a_purged_dead_letter_is_new_again(&h, &inbox, &url).await;
 }
+
+/// The memory answers for at most half the dedupe retention in force when the retry comes: an
+/// integration whose retention was shortened after the commit (the janitor may delete the row
+/// sooner) sends the retry to the inbox.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_shortened_retention_shortens_what_the_memory_answers_for(pool: PgPool) {
+    let h = harness(Inbox::Postgres(pool.clone()));
+    await_dedupe_memory(&h).await;
+    let body = stripe_body("evt_short", "invoice.paid");
+    assert_eq!(h.send("t/stripe", &body, opts()).await.json, accepted());
+    assert_eq!(h.send("t/stripe", &body, opts()).await.json, duplicate());
+    assert_eq!(counter(&h, "hookgate_duplicates_remembered_total"), 1.0);
+
+    let shorter = test_manifests().replace(
+        "  events: {allow: [\"invoice.*\"]}\n",
+        "  events: {allow: [\"invoice.*\"]}\n  retention: {dedupe: 2s}\n",
+    );
+    assert_ne!(shorter, test_manifests());
+    h.receiver
+        .swap_routes(load(&shorter).route_table().unwrap());
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    await_dedupe_memory(&h).await;
+    assert_eq!(h.send("t/stripe", &body, opts()).await.json, duplicate());
+    assert_eq!(counter(&h, "hookgate_duplicates_remembered_total"), 1.0);
+    assert_eq!(counter(&h, "hookgate_duplicates_total"), 2.0);
+}
