@@ -12,8 +12,8 @@
 //! An entry answers for at most the configured time and at most half the integration's dedupe
 //! retention as configured when it is asked, counted from the lookup (just after the event was
 //! received and verified): the other half is the margin for the time the commit took and for the
-//! janitor's clock, so an entry never outlives the row retention would delete. The memory is bounded in bytes; the
-//! oldest entries go first.
+//! janitor's clock, so an entry never outlives the row retention would delete. The memory is
+//! bounded in bytes; the oldest entries go first.
 //!
 //! `hookgate dlq purge` deletes rows the memory may hold, in another process: a re-send of a
 //! purged event must be new again. The memory answers only while it is confirmed: the receiver

@@ -180,10 +180,7 @@ async fn a_purged_dead_letter_is_new_again_on_postgres() {
 
 #[tokio::test]
 async fn a_purged_dead_letter_is_new_again_on_sqlite() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("inbox.db").display());
-    let inbox = Inbox::connect(&url).await.unwrap();
-    inbox.migrate().await.unwrap();
+    let (_dir, url, inbox) = sqlite_inbox_named("inbox.db").await;
     let h = harness(inbox.clone());
     a_purged_dead_letter_is_new_again(&h, &inbox, &url).await;
 }

@@ -12,7 +12,7 @@ use sha2::Digest;
 use sqlx::Row;
 use sqlx::types::Json;
 
-use crate::common::{t0, tester};
+use crate::common::{sqlite_inbox_named, t0, tester};
 
 fn hours(h: i64) -> Duration {
     Duration::hours(h)
@@ -706,14 +706,11 @@ on_both_backends!(
 async fn sqlite_purge_without_foreign_keys_leaves_no_orphans() {
     use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
     use std::str::FromStr;
-    let (dir, inbox) = crate::common::sqlite_inbox().await;
+    let (_dir, url, inbox) = sqlite_inbox_named("inbox.db").await;
     inbox.close().await;
-    let opts = SqliteConnectOptions::from_str(&format!(
-        "sqlite://{}",
-        dir.path().join("inbox.db").display()
-    ))
-    .unwrap()
-    .foreign_keys(false);
+    let opts = SqliteConnectOptions::from_str(&url)
+        .unwrap()
+        .foreign_keys(false);
     let pool = SqlitePoolOptions::new()
         .max_connections(1)
         .connect_with(opts)
@@ -759,10 +756,7 @@ fn hookgate(url: &str, args: &[&str]) -> Out {
 
 #[tokio::test]
 async fn cli_lists_shows_replays_and_purges_dead_letters() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("cli.db").display());
-    let inbox = Inbox::connect(&url).await.unwrap();
-    inbox.migrate().await.unwrap();
+    let (_dir, url, inbox) = sqlite_inbox_named("cli.db").await;
     let d1 = insert(&inbox, &dead("t/a", "evt-1", hours(3))).await;
     let done = insert(
         &inbox,

@@ -179,10 +179,7 @@ fn hookgate(url: &str, args: &[&str]) -> (Option<i32>, String, String) {
 
 #[tokio::test]
 async fn cli_records_the_os_user_and_audit_lists_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("audit.db").display());
-    let inbox = Inbox::connect(&url).await.unwrap();
-    inbox.migrate().await.unwrap();
+    let (_dir, url, inbox) = sqlite_inbox_named("audit.db").await;
     let a = dead(&inbox, "t/a", "evt-1", Duration::hours(1)).await;
     inbox.close().await;
 
@@ -223,10 +220,7 @@ async fn cli_records_the_os_user_and_audit_lists_it() {
 #[tokio::test]
 async fn the_plugin_records_the_kubernetes_user() {
     use hookgate::plugin::{PluginArgs, run};
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("plugin.db").display());
-    let inbox = Inbox::connect(&url).await.unwrap();
-    inbox.migrate().await.unwrap();
+    let (_dir, url, inbox) = sqlite_inbox_named("plugin.db").await;
     let a = dead(&inbox, "pay/stripe", "evt-1", Duration::hours(1)).await;
 
     let (service, mut handle) = tower_test::mock::pair::<

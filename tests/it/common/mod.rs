@@ -337,11 +337,18 @@ pub mod scenarios;
 
 /// A migrated SQLite inbox in a fresh temporary directory (kept alive by the returned guard).
 pub async fn sqlite_inbox() -> (tempfile::TempDir, Inbox) {
+    let (dir, _, inbox) = sqlite_inbox_named("inbox.db").await;
+    (dir, inbox)
+}
+
+/// A migrated SQLite inbox in the file `name` of a fresh temporary folder, with its URL (for
+/// the CLI, which opens its own).
+pub async fn sqlite_inbox_named(name: &str) -> (tempfile::TempDir, String, Inbox) {
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("inbox.db").display());
+    let url = format!("sqlite://{}", dir.path().join(name).display());
     let inbox = Inbox::connect(&url).await.unwrap();
     inbox.migrate().await.unwrap();
-    (dir, inbox)
+    (dir, url, inbox)
 }
 
 /// Runs each named `async fn(Inbox)` of the calling test file on PostgreSQL (`#[sqlx::test]`,
