@@ -55,7 +55,7 @@ pub use key_use::FLUSH_EVERY as KEY_USE_FLUSH_EVERY;
 pub use notify::{CHANNEL as NOTIFY_CHANNEL, Notifier, listen};
 pub use recent::{
     CONFIRM_EVERY as DEDUPE_CACHE_CONFIRM_EVERY, CONFIRMED_FOR as DEDUPE_CACHE_CONFIRMED_FOR,
-    MAX_MIB as MAX_DEDUPE_CACHE_MIB, Recalled, Recent, RecentConfig,
+    MAX_MIB as MAX_DEDUPE_CACHE_MIB, Recalled, Recent, RecentConfig, Usage as DedupeCacheUsage,
 };
 pub use stats::{BACKLOG, BacklogCount, CONFLICTS, Traffic};
 

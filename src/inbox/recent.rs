@@ -81,6 +81,8 @@ struct Entries {
     /// Moves each time the memory is emptied: a note taken before cannot be remembered after, as
     /// its insert may predate the purge that emptied it.
     epoch: u64,
+    /// Entries dropped for room before their ttl, ever: retries of those go to the database.
+    evicted: u64,
 }
 
 impl Entries {
@@ -124,6 +126,15 @@ pub enum Recalled {
     NotAsked,
 }
 
+/// [`Recent::usage`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    /// Counted against `--dedupe-cache-mib`: the keys and [`ENTRY_OVERHEAD`] each.
+    pub bytes: usize,
+    /// Entries dropped for room before their ttl, since start.
+    pub evicted: u64,
+}
+
 /// An event looked up before its insert, for remembering it once it committed.
 pub struct Note {
     key: String,
@@ -142,6 +153,7 @@ impl Recent {
                 purges: None,
                 confirmed_at: None,
                 epoch: 0,
+                evicted: 0,
             }),
         }
     }
@@ -199,6 +211,7 @@ impl Recent {
             if alive && entries.bytes + size <= self.cfg.bytes {
                 break;
             }
+            entries.evicted += u64::from(alive);
             entries.bytes -= cost(k);
             entries.map.pop_front();
         }
@@ -206,6 +219,16 @@ impl Recent {
         entries
             .map
             .insert(key.into_boxed_str(), Entry { body_sha256, since });
+    }
+
+    /// What the memory holds against its budget, and how many entries it ever dropped for room
+    /// before their ttl.
+    pub fn usage(&self) -> Usage {
+        let entries = self.entries.lock().expect("never poisoned");
+        Usage {
+            bytes: entries.bytes,
+            evicted: entries.evicted,
+        }
     }
 
     /// Whether the memory answers at `now`: it is on and was confirmed within [`CONFIRMED_FOR`].

@@ -104,6 +104,8 @@ fn the_byte_budget_drops_the_oldest_entries_first() {
         remember(&r, k(i), BODY, t0, t0);
     }
     assert_eq!(r.held(), (3, 3 * cost(&k(0))));
+    let usage = r.usage();
+    assert_eq!((usage.bytes, usage.evicted), (3 * cost(&k(0)), 2));
     assert!(!holds(&r, &k(0), &BODY, t0));
     assert!(!holds(&r, &k(1), &BODY, t0));
     for i in 2..5 {
@@ -121,6 +123,11 @@ fn expired_entries_are_dropped_as_new_ones_arrive() {
     let later = t0 + Duration::from_secs(61);
     remember(&r, key("shop/stripe", "evt_new"), BODY, later, later);
     assert_eq!(r.held().0, 1, "the expired entries are still held");
+    assert_eq!(
+        r.usage().evicted,
+        0,
+        "expired entries counted as dropped for room"
+    );
 }
 
 #[test]

@@ -35,6 +35,10 @@ pub struct Metrics {
     pub refusal_logs_dropped: Counter,
     /// Duplicates the receiver answered from its memory of recently committed keys.
     pub duplicates_remembered: Counter,
+    /// What that memory holds against `--dedupe-cache-mib`, in bytes.
+    pub dedupe_cache_bytes: Gauge,
+    /// Entries that memory dropped for room before their ttl.
+    pub dedupe_cache_evicted: Counter,
     /// Events stored leased to the workers of the receiver's process and handed over (standalone).
     pub handed_over: Family<IntegrationLabels, Counter>,
     /// The workers' claims, by whether they found any event.
@@ -75,6 +79,8 @@ impl Metrics {
             key_phase: Family::default(),
             refusal_logs_dropped: Counter::default(),
             duplicates_remembered: Counter::default(),
+            dedupe_cache_bytes: Gauge::default(),
+            dedupe_cache_evicted: Counter::default(),
             handed_over: Family::default(),
             claims: Family::default(),
             catch_up_missing: Family::default(),

@@ -93,6 +93,16 @@ pub(super) fn registry(m: &Metrics) -> Registry {
         m.duplicates_remembered.clone(),
     );
     r.register(
+        "dedupe_cache_bytes",
+        "Bytes the receiver's memory of committed keys holds against its budget (--dedupe-cache-mib), read every second",
+        m.dedupe_cache_bytes.clone(),
+    );
+    r.register(
+        "dedupe_cache_evicted",
+        "Entries the receiver's memory of committed keys dropped for room before --dedupe-cache-ttl: retries of those go to the database; rising means the budget holds less than the ttl",
+        m.dedupe_cache_evicted.clone(),
+    );
+    r.register(
         "events_handed_over",
         "New events the receiver stored leased to the workers of its own process and handed over, so that no claim had to read them back (standalone, and receivers run with --with-workers)",
         m.handed_over.clone(),

@@ -1,24 +1,27 @@
 //! Keeps the receiver's memory of committed keys in step with `hookgate dlq purge`, which runs in
 //! another process: a task asks the inbox how many purges it recorded, every
 //! [`DEDUPE_CACHE_CONFIRM_EVERY`], and the memory forgets everything when that number moved and
-//! answers only while such a confirmation is recent (`crate::inbox::recent`).
+//! answers only while such a confirmation is recent (`crate::inbox::recent`). The same task
+//! publishes what the memory holds.
 
 use crate::inbox::{DEDUPE_CACHE_CONFIRM_EVERY, Inbox, Recent};
+use crate::metrics::Metrics;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 use tokio::time::MissedTickBehavior;
 
 /// Starts the task for `recent` (current Tokio runtime) unless the memory is off. The task ends
 /// once the memory is dropped (the receiver, or `with_group_commit` replacing it).
-pub(super) fn confirm(recent: &Arc<Recent>, inbox: Inbox) {
+pub(super) fn confirm(recent: &Arc<Recent>, inbox: Inbox, metrics: Arc<Metrics>) {
     if recent.enabled() {
-        tokio::spawn(confirming(Arc::downgrade(recent), inbox));
+        tokio::spawn(confirming(Arc::downgrade(recent), inbox, metrics));
     }
 }
 
-async fn confirming(recent: Weak<Recent>, inbox: Inbox) {
+async fn confirming(recent: Weak<Recent>, inbox: Inbox, metrics: Arc<Metrics>) {
     let mut every = tokio::time::interval(DEDUPE_CACHE_CONFIRM_EVERY);
     every.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut evicted = 0;
     loop {
         every.tick().await;
         if recent.strong_count() == 0 {
@@ -45,5 +48,13 @@ async fn confirming(recent: Weak<Recent>, inbox: Inbox) {
             // the inbox, which answers them or fails as the rest of the request path does.
             Err(e) => tracing::debug!(error = %e, "could not confirm the memory of committed keys"),
         }
+        let usage = recent.usage();
+        metrics
+            .dedupe_cache_bytes
+            .set(i64::try_from(usage.bytes).unwrap_or(i64::MAX));
+        metrics
+            .dedupe_cache_evicted
+            .inc_by(usage.evicted.saturating_sub(evicted));
+        evicted = usage.evicted;
     }
 }

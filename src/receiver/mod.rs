@@ -84,7 +84,7 @@ impl Receiver {
             Inbox::Sqlite(_) => None,
         };
         let recent = Arc::new(Recent::new(commit.recent));
-        memory::confirm(&recent, inbox.clone());
+        memory::confirm(&recent, inbox.clone(), metrics.clone());
         Self {
             routes: Arc::new(ArcSwap::from_pointee(Routing::new(routes, &limits))),
             limits,
@@ -111,7 +111,7 @@ impl Receiver {
     /// of committed keys (a fresh one).
     pub fn with_group_commit(mut self, cfg: GroupCommitConfig) -> Self {
         self.recent = Arc::new(Recent::new(cfg.recent));
-        memory::confirm(&self.recent, self.inbox.clone());
+        memory::confirm(&self.recent, self.inbox.clone(), self.metrics.clone());
         self.intake = GroupCommit::start(
             self.inbox.clone(),
             cfg,

@@ -41,6 +41,8 @@ DASHBOARD_METRICS = {
     "hookgate_signature_failures_total",
     "hookgate_duplicates_total",
     "hookgate_duplicates_remembered_total",
+    "hookgate_dedupe_cache_bytes",
+    "hookgate_dedupe_cache_evicted_total",
     "hookgate_handshakes_total",
     "hookgate_dedupe_conflicts_total",
     "hookgate_delivery_attempts_total",

@@ -98,6 +98,13 @@ def build():
          [(f"sum by (integration) (rate(hookgate_duplicates_total{{{F}}}{R}))", "duplicates {{integration}}"),
           (f"sum by (integration) (rate(hookgate_dedupe_conflicts_total{{{F}}}{R}))", "conflicts {{integration}}"),
           (f"sum(rate(hookgate_duplicates_remembered_total{R}))", "from memory (all integrations)")]),
+        ("Memory of committed keys",
+         "hookgate_dedupe_cache_bytes: what the fullest receiver's memory of committed keys holds against "
+         "--dedupe-cache-mib (receiver.dedupeCache.mib). Dropped for room: entries let go before "
+         "--dedupe-cache-ttl (hookgate_dedupe_cache_evicted_total, per second, all receivers); their "
+         "retries go to the database. Steadily above zero: the budget holds less than the ttl.",
+         [("max(hookgate_dedupe_cache_bytes)", "held (fullest receiver)"),
+          (f"sum(rate(hookgate_dedupe_cache_evicted_total{R}))", "dropped for room / s")], "short"),
         ("Endpoint handshakes",
          "hookgate_handshakes_total by integration: provider endpoint checks answered (Slack url_verification, "
          "Discord PING, Twitch callback verification, Zoom url_validation, Meta subscribe). Never stored.",

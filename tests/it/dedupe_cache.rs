@@ -210,3 +210,37 @@ async fn a_shortened_retention_shortens_what_the_memory_answers_for(pool: PgPool
     assert_eq!(counter(&h, "hookgate_duplicates_remembered_total"), 1.0);
     assert_eq!(counter(&h, "hookgate_duplicates_total"), 2.0);
 }
+
+/// The memory's use is published every second: the bytes it holds against its budget, and the
+/// entries it dropped for room before their ttl (a budget that holds less than the ttl).
+#[tokio::test]
+async fn the_memory_publishes_what_it_holds_and_what_it_dropped_for_room() {
+    let (_dir, inbox) = sqlite_inbox().await;
+    let mut h = harness(inbox);
+    // Room for two Stripe-sized keys (about 200 bytes each), not three.
+    let budget = 500;
+    h.receiver = h
+        .receiver
+        .clone()
+        .with_group_commit(hookgate::inbox::GroupCommitConfig {
+            recent: hookgate::inbox::RecentConfig {
+                bytes: budget,
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+    await_dedupe_memory(&h).await;
+    for i in 0..5 {
+        let body = stripe_body(&format!("evt_room_{i}"), "invoice.paid");
+        assert_eq!(h.send("t/stripe", &body, opts()).await.json, accepted());
+    }
+    let published = tokio::time::timeout(Duration::from_secs(5), async {
+        while counter(&h, "hookgate_dedupe_cache_evicted_total") < 3.0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    published.await.expect("three entries dropped for room");
+    assert_eq!(counter(&h, "hookgate_dedupe_cache_evicted_total"), 3.0);
+    let bytes = counter(&h, "hookgate_dedupe_cache_bytes");
+    assert!(bytes > 0.0 && bytes <= budget as f64, "{bytes} bytes held");
+}
