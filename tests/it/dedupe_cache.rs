@@ -219,16 +219,7 @@ async fn the_memory_publishes_what_it_holds_and_what_it_dropped_for_room() {
     let mut h = harness(inbox);
     // Room for two Stripe-sized keys (about 200 bytes each), not three.
     let budget = 500;
-    h.receiver = h
-        .receiver
-        .clone()
-        .with_group_commit(hookgate::inbox::GroupCommitConfig {
-            recent: hookgate::inbox::RecentConfig {
-                bytes: budget,
-                ..Default::default()
-            },
-            ..Default::default()
-        });
+    with_dedupe_memory_of(&mut h, budget);
     await_dedupe_memory(&h).await;
     for i in 0..5 {
         let body = stripe_body(&format!("evt_room_{i}"), "invoice.paid");

@@ -265,12 +265,17 @@ pub async fn await_dedupe_memory(h: &Harness) {
 
 /// Turns the receiver's memory of committed keys off: every duplicate asks the inbox.
 pub fn without_dedupe_memory(h: &mut Harness) {
+    with_dedupe_memory_of(h, 0);
+}
+
+/// Gives the receiver a fresh memory of committed keys of `bytes`.
+pub fn with_dedupe_memory_of(h: &mut Harness, bytes: usize) {
     h.receiver = h
         .receiver
         .clone()
         .with_group_commit(hookgate::inbox::GroupCommitConfig {
             recent: hookgate::inbox::RecentConfig {
-                bytes: 0,
+                bytes,
                 ..Default::default()
             },
             ..Default::default()
