@@ -147,8 +147,10 @@ macro_rules! record_audit {
 pub(super) use record_audit;
 
 /// The purges recorded so far, as a number that only grows: receivers compare it to forget the
-/// keys a purge may have deleted (`super::recent`). The primary key read backwards finds it.
-const PURGES_RECORDED: &str = "SELECT COALESCE(MAX(id), 0) FROM dlq_audit WHERE action = 'purge'";
+/// keys a purge may have deleted (`super::recent`), every second. Public so a test can check its
+/// plan.
+pub const PURGES_RECORDED: &str =
+    "SELECT COALESCE(MAX(id), 0) FROM dlq_audit WHERE action = 'purge'";
 
 impl Inbox {
     /// A number that moves whenever dead letters were purged (the id of the latest purge

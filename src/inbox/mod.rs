@@ -40,6 +40,7 @@ mod versions;
 pub use arrivals::Arrivals;
 pub use audit::{
     Actor, ActorSource, Apply, AuditAction, AuditRecord, AuditedEvent, MAX_AUDITED_EVENTS,
+    PURGES_RECORDED,
 };
 pub use batch::STORED_HASHES_PG;
 pub use catch_up::{CatchUpLock, CatchUpRun, RunResult};

@@ -5,7 +5,7 @@
 //! read every row of the inbox.
 
 use chrono::{DateTime, Utc};
-use hookgate::inbox::{BACKLOG, CONFLICTS, Inbox};
+use hookgate::inbox::{BACKLOG, CONFLICTS, Inbox, PURGES_RECORDED};
 use sqlx::PgPool;
 
 /// 20,000 processed events of 1 KiB over 20 integrations (~3,000 pages), one a second from
@@ -211,4 +211,50 @@ async fn an_upgraded_inbox_gives_the_controller_its_figures_from_key_usage(pool:
         inbox.traffic("t/none", Utc::now()).await.unwrap(),
         hookgate::inbox::Traffic::default()
     );
+}
+
+/// Every receiver reads how many purges the audit trail records, every second, for as long as it
+/// runs (its memory of committed keys: README "Group commit"). The latest purge is found through
+/// an index, however many replays the trail holds: automated replays add a row every few minutes.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn the_purges_recorded_are_read_through_an_index_not_the_audit_trail(pool: PgPool) {
+    let replays = |n: u32| {
+        format!(
+            "INSERT INTO dlq_audit (at, actor, actor_source, action, selector, event_count, events) \
+             SELECT now(), 'cron', 'os_user', 'replay', 'all', 1, '[]' \
+             FROM generate_series(1, {n}); ANALYZE dlq_audit;"
+        )
+    };
+    sqlx::raw_sql(sqlx::AssertSqlSafe(replays(20_000)))
+        .execute(&pool)
+        .await
+        .unwrap();
+    let inbox = Inbox::Postgres(pool.clone());
+    assert_eq!(inbox.purges_recorded().await.unwrap(), 0);
+
+    let explain = format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {PURGES_RECORDED}");
+    let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain))
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let blocks = |k: &str| plan[0]["Plan"][k].as_i64().unwrap_or(0);
+    let read = blocks("Shared Hit Blocks") + blocks("Shared Read Blocks");
+    assert!(
+        !plan.to_string().contains("Seq Scan"),
+        "scans the trail: {plan}"
+    );
+    // The trail is ~150 pages of replays.
+    assert!(read < 10, "read {read} buffers: {plan}");
+
+    // A purge among the replays is the number, and it moves with the next purge only.
+    let purge = "INSERT INTO dlq_audit (at, actor, actor_source, action, selector, event_count, \
+         events) VALUES (now(), 'ops', 'os_user', 'purge', 'all', 1, '[]') RETURNING id";
+    let first: i64 = sqlx::query_scalar(purge).fetch_one(&pool).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(replays(100)))
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(inbox.purges_recorded().await.unwrap(), first);
+    let second: i64 = sqlx::query_scalar(purge).fetch_one(&pool).await.unwrap();
+    assert_eq!(inbox.purges_recorded().await.unwrap(), second);
 }
