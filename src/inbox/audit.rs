@@ -82,6 +82,16 @@ pub struct AuditedEvent {
     pub event_id: String,
 }
 
+/// One recorded purge, as the receivers' memory of committed keys reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedPurge {
+    pub id: i64,
+    /// How many events it deleted: more than `events` when the list stopped at
+    /// [`MAX_AUDITED_EVENTS`].
+    pub event_count: i64,
+    pub events: Vec<AuditedEvent>,
+}
+
 /// One recorded replay or purge.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AuditRecord {
@@ -152,7 +162,29 @@ pub(super) use record_audit;
 pub const PURGES_RECORDED: &str =
     "SELECT COALESCE(MAX(id), 0) FROM dlq_audit WHERE action = 'purge'";
 
+/// The purges recorded after the one `$1` names, oldest first; the same index finds them. Public
+/// so a test can check its plan.
+pub const PURGES_AFTER: &str = "SELECT id, event_count, events FROM dlq_audit \
+     WHERE action = 'purge' AND id > $1 ORDER BY id";
+
 impl Inbox {
+    /// The purges recorded after the one whose id is `after` (a [`Self::purges_recorded`]).
+    pub async fn purges_after(&self, after: i64) -> Result<Vec<RecordedPurge>> {
+        backend!(self, pool => {
+            let rows = sqlx::query(PURGES_AFTER).bind(after).fetch_all(pool).await?;
+            rows.iter()
+                .map(|r| {
+                    let events: Json<Vec<AuditedEvent>> = r.try_get("events")?;
+                    Ok(RecordedPurge {
+                        id: r.try_get("id")?,
+                        event_count: r.try_get("event_count")?,
+                        events: events.0,
+                    })
+                })
+                .collect()
+        })
+    }
+
     /// A number that moves whenever dead letters were purged (the id of the latest purge
     /// recorded, 0 before the first).
     pub async fn purges_recorded(&self) -> Result<i64> {

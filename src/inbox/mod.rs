@@ -40,7 +40,7 @@ mod versions;
 pub use arrivals::Arrivals;
 pub use audit::{
     Actor, ActorSource, Apply, AuditAction, AuditRecord, AuditedEvent, MAX_AUDITED_EVENTS,
-    PURGES_RECORDED,
+    PURGES_AFTER, PURGES_RECORDED, RecordedPurge,
 };
 pub use batch::STORED_HASHES_PG;
 pub use catch_up::{CatchUpLock, CatchUpRun, RunResult};
@@ -56,7 +56,8 @@ pub use key_use::FLUSH_EVERY as KEY_USE_FLUSH_EVERY;
 pub use notify::{CHANNEL as NOTIFY_CHANNEL, Notifier, listen};
 pub use recent::{
     CONFIRM_EVERY as DEDUPE_CACHE_CONFIRM_EVERY, CONFIRMED_FOR as DEDUPE_CACHE_CONFIRMED_FOR,
-    MAX_MIB as MAX_DEDUPE_CACHE_MIB, Recalled, Recent, RecentConfig, Usage as DedupeCacheUsage,
+    MAX_MIB as MAX_DEDUPE_CACHE_MIB, PurgedKeys, Recalled, Recent, RecentConfig,
+    Usage as DedupeCacheUsage,
 };
 pub use stats::{BACKLOG, BacklogCount, CONFLICTS, Traffic};
 

@@ -17,14 +17,14 @@
 //!
 //! `hookgate dlq purge` deletes rows the memory may hold, in another process: a re-send of a
 //! purged event must be new again. The memory answers only while it is confirmed: the receiver
-//! asks the inbox every [`CONFIRM_EVERY`] how many purges the audit trail records
-//! ([`Recent::confirm`]), forgets everything when that number moved, and the memory answers for
+//! reads the purges the audit trail recorded since its last look, every [`CONFIRM_EVERY`], and
+//! forgets the keys they list ([`Recent::confirm`], [`PurgedKeys`]); the memory answers for
 //! [`CONFIRMED_FOR`] from the start of the last confirmation. A purge committed after that start
 //! is seen by a later one, so from [`CONFIRMED_FOR`] after its commit no receiver answers from a
 //! memory that predates it: `hookgate dlq purge` waits that long before it returns. A receiver
 //! that cannot reach the inbox stops answering from memory when the confirmation runs out.
 
-use super::{NewEvent, Status};
+use super::{NewEvent, RecordedPurge, Status};
 use hashlink::LinkedHashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -74,8 +74,6 @@ struct Entries {
     /// In the order remembered: the front is the oldest.
     map: LinkedHashMap<Box<str>, Entry>,
     bytes: usize,
-    /// Purges the inbox recorded at the last confirmation; `None` before the first.
-    purges: Option<i64>,
     /// When the last confirmation started: the memory answers until [`CONFIRMED_FOR`] after it.
     confirmed_at: Option<Instant>,
     /// Moves each time the memory is emptied: a note taken before cannot be remembered after, as
@@ -126,6 +124,38 @@ pub enum Recalled {
     NotAsked,
 }
 
+/// What a confirmation makes the memory forget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PurgedKeys {
+    /// No purge since the last confirmation.
+    Nothing,
+    /// The (integration, event id) of every event the purges since the last confirmation deleted.
+    Listed(Vec<(String, String)>),
+    /// Everything: at the first confirmation (nothing says which purges the entries made before
+    /// it predate), or when a purge's audit row lists only the first of its events.
+    All,
+}
+
+impl PurgedKeys {
+    /// What the purges recorded since the last confirmation deleted.
+    pub fn of(purges: &[RecordedPurge]) -> Self {
+        if purges.is_empty() {
+            return Self::Nothing;
+        }
+        if purges
+            .iter()
+            .any(|p| usize::try_from(p.event_count).map_or(true, |n| n > p.events.len()))
+        {
+            return Self::All;
+        }
+        let keys = purges.iter().flat_map(|p| &p.events);
+        Self::Listed(
+            keys.map(|e| (e.integration.clone(), e.event_id.clone()))
+                .collect(),
+        )
+    }
+}
+
 /// [`Recent::usage`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Usage {
@@ -150,7 +180,6 @@ impl Recent {
             entries: Mutex::new(Entries {
                 map: LinkedHashMap::new(),
                 bytes: 0,
-                purges: None,
                 confirmed_at: None,
                 epoch: 0,
                 evicted: 0,
@@ -236,19 +265,33 @@ impl Recent {
         self.enabled() && self.entries.lock().expect("never poisoned").answers(now)
     }
 
-    /// Records a confirmation that started at `asked_at` and found `purges` purges recorded in
-    /// the inbox. When that is not the number the last one found (or this is the first), every
-    /// entry is forgotten: a row it names may be gone. Returns how many entries were forgotten.
-    pub fn confirm(&self, purges: i64, asked_at: Instant) -> usize {
+    /// Records a confirmation that started at `asked_at` and found `purged` since the last one:
+    /// those entries are forgotten, as their rows may be gone. Returns how many were.
+    pub fn confirm(&self, purged: &PurgedKeys, asked_at: Instant) -> usize {
         let mut entries = self.entries.lock().expect("never poisoned");
-        let mut forgotten = 0;
-        if entries.purges != Some(purges) {
-            forgotten = entries.map.len();
-            entries.map.clear();
-            entries.bytes = 0;
+        let entries = &mut *entries;
+        let forgotten = match purged {
+            PurgedKeys::Nothing => 0,
+            PurgedKeys::Listed(keys) => {
+                let mut n = 0;
+                for (integration, event_id) in keys {
+                    let key = key(integration, event_id);
+                    if entries.map.remove(key.as_str()).is_some() {
+                        entries.bytes -= cost(&key);
+                        n += 1;
+                    }
+                }
+                n
+            }
+            PurgedKeys::All => {
+                let n = entries.map.len();
+                entries.map.clear();
+                entries.bytes = 0;
+                n
+            }
+        };
+        if *purged != PurgedKeys::Nothing {
             entries.epoch += 1;
-            entries.purges = Some(purges);
-            entries.confirmed_at = None;
         }
         // A confirmation that started before the last one recorded says nothing newer.
         if entries.confirmed_at.is_none_or(|at| at < asked_at) {

@@ -162,47 +162,110 @@ fn the_memory_answers_only_for_a_while_after_a_confirmation_started() {
     let r = recent(1 << 20, 300);
     let t0 = Instant::now();
     assert!(!r.answers(t0), "answers before its first confirmation");
-    r.confirm(0, t0);
+    r.confirm(&PurgedKeys::All, t0);
     assert!(r.answers(t0 + CONFIRMED_FOR - Duration::from_millis(1)));
     assert!(!r.answers(t0 + CONFIRMED_FOR));
     // A later confirmation extends it; one that started earlier than the last does not shorten it.
-    r.confirm(0, t0 + Duration::from_secs(2));
-    r.confirm(0, t0 + Duration::from_secs(1));
+    r.confirm(&PurgedKeys::Nothing, t0 + Duration::from_secs(2));
+    r.confirm(&PurgedKeys::Nothing, t0 + Duration::from_secs(1));
     assert!(r.answers(t0 + Duration::from_secs(2) + CONFIRMED_FOR - Duration::from_millis(1)));
     assert!(!r.answers(t0 + Duration::from_secs(2) + CONFIRMED_FOR));
     assert!(!recent(0, 300).answers(t0), "a memory that is off answers");
 }
 
+fn purge(id: i64, event_count: i64, keys: &[(&str, &str)]) -> RecordedPurge {
+    RecordedPurge {
+        id,
+        event_count,
+        events: keys
+            .iter()
+            .map(|(integration, event_id)| crate::inbox::AuditedEvent {
+                id,
+                integration: integration.to_string(),
+                event_id: event_id.to_string(),
+            })
+            .collect(),
+    }
+}
+
+fn listed(keys: &[(&str, &str)]) -> PurgedKeys {
+    PurgedKeys::Listed(
+        keys.iter()
+            .map(|(i, e)| (i.to_string(), e.to_string()))
+            .collect(),
+    )
+}
+
 #[test]
-fn a_purge_recorded_since_the_last_confirmation_forgets_everything() {
+fn the_purges_since_the_last_look_name_their_keys_unless_a_list_was_cut() {
+    assert_eq!(PurgedKeys::of(&[]), PurgedKeys::Nothing);
+    let two = [
+        purge(7, 1, &[("shop/stripe", "evt_1")]),
+        purge(9, 2, &[("shop/github", "d1"), ("shop/stripe", "evt_2")]),
+    ];
+    assert_eq!(
+        PurgedKeys::of(&two),
+        listed(&[
+            ("shop/stripe", "evt_1"),
+            ("shop/github", "d1"),
+            ("shop/stripe", "evt_2")
+        ])
+    );
+    // An audit row lists the first MAX_AUDITED_EVENTS of its events: the rest could be any key.
+    let cut = [
+        two[0].clone(),
+        purge(9, 10_001, &[("shop/stripe", "evt_2")]),
+    ];
+    assert_eq!(PurgedKeys::of(&cut), PurgedKeys::All);
+}
+
+#[test]
+fn a_confirmation_forgets_the_keys_purged_and_keeps_the_others() {
     let r = recent(1 << 20, 300);
     let t0 = Instant::now();
-    let k = |i: u32| key("shop/stripe", &format!("evt_{i}"));
+    let k = |i: &str, e: &str| key(i, e);
     // Before the first confirmation nothing says which purges the entries predate.
-    remember(&r, k(0), BODY, t0, t0);
-    assert_eq!(r.confirm(4, t0), 1);
-    remember(&r, k(1), BODY, t0, t0);
-    assert_eq!(
-        r.confirm(4, t0 + Duration::from_secs(1)),
-        0,
-        "no purge: kept"
-    );
-    assert!(holds(&r, &k(1), &BODY, t0));
+    remember(&r, k("shop/stripe", "evt_0"), BODY, t0, t0);
+    assert_eq!(r.confirm(&PurgedKeys::All, t0), 1);
+    for (i, e) in [
+        ("shop/stripe", "evt_1"),
+        ("shop/stripe", "evt_2"),
+        ("pay/x", "evt_1"),
+    ] {
+        remember(&r, k(i, e), BODY, t0, t0);
+    }
+    let second = t0 + Duration::from_secs(1);
+    assert_eq!(r.confirm(&PurgedKeys::Nothing, second), 0, "no purge: kept");
+    assert_eq!(r.held().0, 3);
 
-    // A purge is recorded: the entries go, and the confirmation that saw it starts afresh.
-    assert_eq!(r.confirm(5, t0 + Duration::from_secs(2)), 1);
-    assert_eq!(r.held(), (0, 0));
-    assert!(r.answers(t0 + Duration::from_secs(2)));
+    // One tenant's purge: its keys go (one of them never remembered), the others stay.
+    let purged = listed(&[("shop/stripe", "evt_1"), ("shop/stripe", "evt_9")]);
+    let third = t0 + Duration::from_secs(2);
+    assert_eq!(r.confirm(&purged, third), 1);
+    assert!(!holds(&r, &k("shop/stripe", "evt_1"), &BODY, third));
+    assert!(holds(&r, &k("shop/stripe", "evt_2"), &BODY, third));
+    assert!(holds(&r, &k("pay/x", "evt_1"), &BODY, third));
+    assert_eq!(
+        r.held(),
+        (
+            2,
+            cost(&k("shop/stripe", "evt_2")) + cost(&k("pay/x", "evt_1"))
+        )
+    );
+    assert!(r.answers(third));
 }
 
 #[test]
 fn an_insert_looked_up_before_the_memory_was_emptied_is_not_remembered() {
     let r = recent(1 << 20, 300);
     let t0 = Instant::now();
-    r.confirm(0, t0);
+    r.confirm(&PurgedKeys::All, t0);
     // Looked up, then (while its insert commits) a purge is seen.
     let before = note(&r, key("shop/stripe", "evt_1"), BODY, t0);
-    r.confirm(1, t0 + Duration::from_secs(1));
+    r.confirm(
+        &listed(&[("shop/other", "evt_7")]),
+        t0 + Duration::from_secs(1),
+    );
     r.committed(before, t0 + Duration::from_secs(1));
     assert_eq!(r.held(), (0, 0));
     // Looked up after it: remembered.

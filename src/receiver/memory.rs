@@ -1,10 +1,10 @@
 //! Keeps the receiver's memory of committed keys in step with `hookgate dlq purge`, which runs in
-//! another process: a task asks the inbox how many purges it recorded, every
-//! [`DEDUPE_CACHE_CONFIRM_EVERY`], and the memory forgets everything when that number moved and
-//! answers only while such a confirmation is recent (`crate::inbox::recent`). The same task
-//! publishes what the memory holds.
+//! another process: every [`DEDUPE_CACHE_CONFIRM_EVERY`] a task reads the purges the inbox
+//! recorded since its last look, the memory forgets the keys they deleted, and it answers only
+//! while such a confirmation is recent (`crate::inbox::recent`). The same task publishes what the
+//! memory holds.
 
-use crate::inbox::{DEDUPE_CACHE_CONFIRM_EVERY, Inbox, Recent};
+use crate::inbox::{DEDUPE_CACHE_CONFIRM_EVERY, Inbox, PurgedKeys, Recent};
 use crate::metrics::Metrics;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
@@ -22,6 +22,8 @@ async fn confirming(recent: Weak<Recent>, inbox: Inbox, metrics: Arc<Metrics>) {
     let mut every = tokio::time::interval(DEDUPE_CACHE_CONFIRM_EVERY);
     every.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut evicted = 0;
+    // The latest purge read so far.
+    let mut seen: Option<i64> = None;
     loop {
         every.tick().await;
         if recent.strong_count() == 0 {
@@ -30,19 +32,27 @@ async fn confirming(recent: Weak<Recent>, inbox: Inbox, metrics: Arc<Metrics>) {
         // Taken before the pool is asked for a connection: the answer covers every purge that
         // committed before it, and maybe later ones.
         let asked_at = Instant::now();
-        let purges = inbox.purges_recorded().await;
+        let read = match seen {
+            // Nothing says which purges the entries made before the first look predate.
+            None => (inbox.purges_recorded().await).map(|latest| (latest, PurgedKeys::All)),
+            Some(last) => (inbox.purges_after(last).await).map(|purges| {
+                let latest = purges.last().map_or(last, |p| p.id);
+                (latest, PurgedKeys::of(&purges))
+            }),
+        };
         let Some(recent) = recent.upgrade() else {
             return;
         };
-        match purges {
-            Ok(purges) => {
-                let forgotten = recent.confirm(purges, asked_at);
-                if forgotten > 0 {
+        match read {
+            Ok((latest, purged)) => {
+                let forgotten = recent.confirm(&purged, asked_at);
+                if forgotten > 0 && seen.is_some() {
                     tracing::info!(
                         forgotten,
-                        "dead letters were purged: the receiver forgot the keys it committed recently"
+                        "dead letters were purged: the receiver forgot the keys of theirs it remembered"
                     );
                 }
+                seen = Some(latest);
             }
             // The memory stops answering when its confirmation runs out; duplicates then go to
             // the inbox, which answers them or fails as the rest of the request path does.

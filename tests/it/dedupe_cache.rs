@@ -117,16 +117,20 @@ async fn retries_are_answered_from_memory_on_sqlite_too() {
     assert_eq!(counter(&h, "hookgate_duplicates_total"), 6.0);
 }
 
-/// Sends an event, gets its retry answered from memory, dead-letters it and purges it with
-/// `hookgate dlq purge` on `url`: once the command has returned, a re-send is a new event, not a
-/// duplicate of a row that is gone.
+/// Sends two events and gets their retries answered from memory, dead-letters one and purges it
+/// with `hookgate dlq purge` on `url`: once the command has returned, a re-send of it is a new
+/// event, not a duplicate of a row that is gone, and the other's retry is still answered from
+/// memory (a purge forgets the keys it deleted, not the rest).
 async fn a_purged_dead_letter_is_new_again(h: &Harness, inbox: &Inbox, url: &str) {
     await_dedupe_memory(h).await;
-    let body = stripe_body("evt_purged", "invoice.paid");
-    assert_eq!(h.send("t/stripe", &body, opts()).await.json, accepted());
-    assert_eq!(h.send("t/stripe", &body, opts()).await.json, duplicate());
-    assert_eq!(counter(h, "hookgate_duplicates_remembered_total"), 1.0);
-    dead_letter_all(inbox).await;
+    let purged = stripe_body("evt_purged", "invoice.paid");
+    let kept = stripe_body("evt_kept", "invoice.paid");
+    for body in [&purged, &kept] {
+        assert_eq!(h.send("t/stripe", body, opts()).await.json, accepted());
+        assert_eq!(h.send("t/stripe", body, opts()).await.json, duplicate());
+    }
+    assert_eq!(counter(h, "hookgate_duplicates_remembered_total"), 2.0);
+    dead_letter(inbox, "evt_purged").await;
 
     let purge = hookgate::cli::dlq::DlqCommand::Purge {
         database_url: url.to_string(),
@@ -138,18 +142,30 @@ async fn a_purged_dead_letter_is_new_again(h: &Harness, inbox: &Inbox, url: &str
     };
     hookgate::cli::dlq::run_as(purge, &tester()).await.unwrap();
 
-    assert_eq!(h.send("t/stripe", &body, opts()).await.json, accepted());
-    assert_eq!(h.send("t/stripe", &body, opts()).await.json, duplicate());
+    assert_eq!(h.send("t/stripe", &purged, opts()).await.json, accepted());
+    assert_eq!(h.send("t/stripe", &purged, opts()).await.json, duplicate());
     let (rows, status) = stored(inbox, "evt_purged").await;
     assert_eq!((rows, status.as_str()), (1, "pending"));
+    assert_eq!(h.send("t/stripe", &kept, opts()).await.json, duplicate());
+    // The two before the purge, the re-sent event's own retry, and the kept one's.
+    assert_eq!(counter(h, "hookgate_duplicates_remembered_total"), 4.0);
 }
 
-/// Every event of the inbox dead-lettered, as a worker leaves one whose attempts ran out.
-async fn dead_letter_all(inbox: &Inbox) {
-    let sql = "UPDATE inbox_events SET status = 'dead_letter', locked_until = NULL";
+/// The event dead-lettered, as a worker leaves one whose attempts ran out.
+async fn dead_letter(inbox: &Inbox, event_id: &str) {
+    let sql = "UPDATE inbox_events SET status = 'dead_letter', locked_until = NULL \
+               WHERE event_id = $1";
     match inbox {
-        Inbox::Postgres(pool) => sqlx::query(sql).execute(pool).await.map(drop),
-        Inbox::Sqlite(pool) => sqlx::query(sql).execute(pool).await.map(drop),
+        Inbox::Postgres(pool) => sqlx::query(sql)
+            .bind(event_id)
+            .execute(pool)
+            .await
+            .map(drop),
+        Inbox::Sqlite(pool) => sqlx::query(sql)
+            .bind(event_id)
+            .execute(pool)
+            .await
+            .map(drop),
     }
     .unwrap();
 }

@@ -5,7 +5,7 @@
 //! read every row of the inbox.
 
 use chrono::{DateTime, Utc};
-use hookgate::inbox::{BACKLOG, CONFLICTS, Inbox, PURGES_RECORDED};
+use hookgate::inbox::{BACKLOG, CONFLICTS, Inbox, PURGES_AFTER, PURGES_RECORDED};
 use sqlx::PgPool;
 
 /// 20,000 processed events of 1 KiB over 20 integrations (~3,000 pages), one a second from
@@ -257,4 +257,17 @@ async fn the_purges_recorded_are_read_through_an_index_not_the_audit_trail(pool:
     assert_eq!(inbox.purges_recorded().await.unwrap(), first);
     let second: i64 = sqlx::query_scalar(purge).fetch_one(&pool).await.unwrap();
     assert_eq!(inbox.purges_recorded().await.unwrap(), second);
+
+    // What each look after the first reads: the purges since the last one seen, usually none.
+    let since_first = inbox.purges_after(first).await.unwrap();
+    assert_eq!(
+        since_first.iter().map(|p| p.id).collect::<Vec<_>>(),
+        [second]
+    );
+    assert!(inbox.purges_after(second).await.unwrap().is_empty());
+    let mut conn = pool.acquire().await.unwrap();
+    for (read, plan) in plans(&mut conn, PURGES_AFTER, &second.to_string()).await {
+        assert!(!plan.contains("Seq Scan"), "scans the trail: {plan}");
+        assert!(read < 10, "read {read} buffers: {plan}");
+    }
 }
