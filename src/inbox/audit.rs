@@ -156,9 +156,8 @@ macro_rules! record_audit {
 }
 pub(super) use record_audit;
 
-/// The purges recorded so far, as a number that only grows: receivers compare it to forget the
-/// keys a purge may have deleted (`super::recent`), every second. Public so a test can check its
-/// plan.
+/// The latest purge recorded, 0 before the first: where a receiver's reads of the purges start
+/// (`super::recent`). Public so a test can check its plan.
 pub const PURGES_RECORDED: &str =
     "SELECT COALESCE(MAX(id), 0) FROM dlq_audit WHERE action = 'purge'";
 
@@ -185,8 +184,7 @@ impl Inbox {
         })
     }
 
-    /// A number that moves whenever dead letters were purged (the id of the latest purge
-    /// recorded, 0 before the first).
+    /// The id of the latest purge recorded, 0 before the first.
     pub async fn purges_recorded(&self) -> Result<i64> {
         Ok(backend!(self, pool => {
             sqlx::query_scalar(PURGES_RECORDED).fetch_one(pool).await?

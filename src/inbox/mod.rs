@@ -57,7 +57,6 @@ pub use notify::{CHANNEL as NOTIFY_CHANNEL, Notifier, listen};
 pub use recent::{
     CONFIRM_EVERY as DEDUPE_CACHE_CONFIRM_EVERY, CONFIRMED_FOR as DEDUPE_CACHE_CONFIRMED_FOR,
     MAX_MIB as MAX_DEDUPE_CACHE_MIB, PurgedKeys, Recalled, Recent, RecentConfig,
-    Usage as DedupeCacheUsage,
 };
 pub use stats::{BACKLOG, BacklogCount, CONFLICTS, Traffic};
 

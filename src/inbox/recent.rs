@@ -76,8 +76,8 @@ struct Entries {
     bytes: usize,
     /// When the last confirmation started: the memory answers until [`CONFIRMED_FOR`] after it.
     confirmed_at: Option<Instant>,
-    /// Moves each time the memory is emptied: a note taken before cannot be remembered after, as
-    /// its insert may predate the purge that emptied it.
+    /// Moves each time a confirmation saw a purge: a note taken before cannot be remembered
+    /// after, as its insert may predate that purge.
     epoch: u64,
     /// Entries dropped for room before their ttl, ever: retries of those go to the database.
     evicted: u64,
@@ -214,7 +214,7 @@ impl Recent {
     }
 
     /// Remembers the event `note` was taken of, which committed as new, for at most the ttl from
-    /// the lookup; not if the memory was emptied since the lookup.
+    /// the lookup; not if a purge was seen since the lookup.
     pub fn committed(&self, note: Note, now: Instant) {
         let Note {
             key,

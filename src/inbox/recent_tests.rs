@@ -256,7 +256,7 @@ fn a_confirmation_forgets_the_keys_purged_and_keeps_the_others() {
 }
 
 #[test]
-fn an_insert_looked_up_before_the_memory_was_emptied_is_not_remembered() {
+fn an_insert_looked_up_before_a_purge_was_seen_is_not_remembered() {
     let r = recent(1 << 20, 300);
     let t0 = Instant::now();
     r.confirm(&PurgedKeys::All, t0);
