@@ -9,8 +9,11 @@ use prometheus_client::registry::Registry;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
+mod exposition;
 mod labels;
 mod register;
+
+pub use exposition::counter_sum;
 
 pub use labels::*;
 use labels::{Histograms, completion_buckets, delivery_buckets};

@@ -11,12 +11,7 @@ use std::time::Duration;
 
 /// A counter of the receiver's metrics (without labels, or summed over them).
 fn counter(h: &Harness, name: &str) -> f64 {
-    h.metrics
-        .encode()
-        .lines()
-        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    hookgate::metrics::counter_sum(&h.metrics.encode(), name)
 }
 
 #[sqlx::test(migrations = "migrations/postgres")]
