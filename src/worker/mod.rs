@@ -17,6 +17,8 @@ pub mod resolver;
 pub mod retry;
 mod slots;
 
+pub use pool::Stopped;
+
 use crate::destination;
 use crate::inbox::{Claimed, Inbox};
 use crate::metrics::Metrics;

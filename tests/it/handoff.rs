@@ -449,7 +449,7 @@ async fn shutdown_releases_hundreds_of_held_events(inbox: Inbox) {
     let s = std::sync::Arc::new(s);
     send_at_once(&s, 10, 30, "h").await;
     let held = handed(&s);
-    tokio::time::timeout(Duration::from_secs(30), running.stop())
+    let stopped = tokio::time::timeout(Duration::from_secs(30), running.stop())
         .await
         .expect("the pool stops within its grace and the database deadline");
     let counts: Vec<(String, i64, i64)> = on!(s.inbox(), pool => {
@@ -467,6 +467,16 @@ async fn shutdown_releases_hundreds_of_held_events(inbox: Inbox) {
         counts,
         [("pending".to_string(), 301, 0)],
         "every event given back, no attempt counted"
+    );
+    // The hung delivery and every event handed over: all held at the stop, all given back.
+    let [stopped] = &stopped[..] else {
+        panic!("one pool")
+    };
+    assert_eq!(stopped.failed, None);
+    assert_eq!(stopped.released, stopped.held as u64);
+    assert!(
+        stopped.held as u64 >= held,
+        "{stopped:?}, {held} handed over"
     );
 }
 

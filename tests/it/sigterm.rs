@@ -261,6 +261,17 @@ async fn sigterm_drains_requests_and_releases_claims(url: &str) {
         log(dir.path(), "standalone")
     );
 
+    // Its last word on the claim: held one, gave it back.
+    let standalone_log = log(dir.path(), "standalone");
+    let stopped = standalone_log
+        .lines()
+        .find(|l| l.contains("worker stopped; claims still held were released"))
+        .unwrap_or_else(|| panic!("no line for the claims released:\n{standalone_log}"));
+    assert!(
+        stopped.contains("held=1") && stopped.contains("released=1"),
+        "{stopped}"
+    );
+
     // The drained request's row is committed; the workers had stopped claiming by then.
     let slow_row = row(&inbox, "slow")
         .await

@@ -1,12 +1,12 @@
 //! A worker pool running in the background until the test stops it, as SIGTERM would.
 
-use hookgate::worker::Worker;
+use hookgate::worker::{Stopped, Worker};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub struct Running {
     stop: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
+    tasks: Vec<JoinHandle<Stopped>>,
 }
 
 /// Starts `workers`' claim loops on the test's runtime.
@@ -28,11 +28,14 @@ pub fn start(workers: impl IntoIterator<Item = Worker>) -> Running {
 }
 
 impl Running {
-    /// Shuts every worker down and waits for them to finish (grace period included).
-    pub async fn stop(self) {
+    /// Shuts every worker down and waits for them to finish (grace period included); what each
+    /// did with the claims it still held.
+    pub async fn stop(self) -> Vec<Stopped> {
         self.stop.send(true).unwrap();
+        let mut stopped = Vec::new();
         for t in self.tasks {
-            t.await.unwrap();
+            stopped.push(t.await.unwrap());
         }
+        stopped
     }
 }

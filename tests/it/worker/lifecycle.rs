@@ -25,10 +25,19 @@ async fn shutdown_releases_claims_still_in_flight_after_the_grace_period(inbox: 
     assert_eq!(s.row("stuck").await.0, "processing");
     let asked = std::time::Instant::now();
     stop.send(true).unwrap();
-    tokio::time::timeout(Duration::from_secs(30), run)
+    let stopped = tokio::time::timeout(Duration::from_secs(30), run)
         .await
         .expect("worker stops")
         .unwrap();
+    assert_eq!(
+        stopped,
+        worker::Stopped {
+            held: 1,
+            released: 1,
+            failed: None
+        },
+        "the claim cut off by the grace period is the one given back"
+    );
     assert!(
         asked.elapsed() >= Duration::from_millis(300),
         "in-flight work got its grace period"
