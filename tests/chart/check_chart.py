@@ -494,6 +494,20 @@ def check_dashboard(objs, label, registered=None):
         R.check(f"{label}: dashboard has a panel on {words}", words in titles)
     ids = [p["id"] for p in dash["panels"]]
     R.check(f"{label}: dashboard panel ids are unique", len(ids) == len(set(ids)))
+    # A series in another unit than its panel's gets an axis of its own: one axis for bytes and a
+    # per-second rate would draw the rate as a flat line at zero.
+    for p in dash["panels"]:
+        refs = {t["refId"] for t in p.get("targets", [])}
+        for o in p.get("fieldConfig", {}).get("overrides", []):
+            props = {x["id"]: x["value"] for x in o["properties"]}
+            R.check(f"{label}: {p['title']}: series {o['matcher']['options']} in its own unit on its own axis",
+                    o["matcher"]["id"] == "byFrameRefID" and o["matcher"]["options"] in refs
+                    and "unit" in props and props.get("custom.axisPlacement") == "right", o)
+    memory = next((p for p in dash["panels"] if p["title"] == "Memory of committed keys"), None)
+    R.check(f"{label}: the memory of committed keys is drawn in bytes, what it drops as a rate on the right",
+            memory is not None and memory["fieldConfig"]["defaults"]["unit"] == "bytes"
+            and [(o["matcher"]["options"], o["properties"][0]["value"]) for o in memory["fieldConfig"]["overrides"]]
+            == [("B", "ops")], memory and memory["fieldConfig"])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -41,22 +41,28 @@ class Dashboard:
         self.y += 4
 
     def series(self, panels):
+        """Each target is (expr, legend), or (expr, legend, unit) for a series in another unit than
+        the panel's: it gets that unit and an axis of its own on the right."""
         w = 24 // len(panels)
         for n, p in enumerate(panels):
             title, desc, targets = p[:3]
             unit = p[3] if len(p) > 3 else "reqps"
             stack = p[4] if len(p) > 4 else False
+            refs = [(chr(65 + i), t) for i, t in enumerate(targets)]
             self.panels.append({
                 "type": "timeseries", "title": title, "description": desc, "id": self._id(),
                 "datasource": DS, "gridPos": {"h": 8, "w": w, "x": n * w, "y": self.y},
                 "fieldConfig": {"defaults": {"unit": unit, "custom": {
                     "drawStyle": "line", "fillOpacity": 10,
                     "stacking": {"mode": "normal" if stack else "none", "group": "A"}}},
-                    "overrides": []},
+                    "overrides": [{"matcher": {"id": "byFrameRefID", "options": ref},
+                                   "properties": [{"id": "unit", "value": t[2]},
+                                                  {"id": "custom.axisPlacement", "value": "right"}]}
+                                  for ref, t in refs if len(t) > 2]},
                 "options": {"legend": {"displayMode": "table", "placement": "bottom", "calcs": ["mean", "max"]},
                             "tooltip": {"mode": "multi", "sort": "desc"}},
-                "targets": [{"refId": chr(65 + i), "datasource": DS, "expr": e, "legendFormat": l}
-                            for i, (e, l) in enumerate(targets)],
+                "targets": [{"refId": ref, "datasource": DS, "expr": t[0], "legendFormat": t[1]}
+                            for ref, t in refs],
             })
         self.y += 8
 
@@ -104,7 +110,7 @@ def build():
          "--dedupe-cache-ttl (hookgate_dedupe_cache_evicted_total, per second, all receivers); their "
          "retries go to the database. Steadily above zero: the budget holds less than the ttl.",
          [("max(hookgate_dedupe_cache_bytes)", "held (fullest receiver)"),
-          (f"sum(rate(hookgate_dedupe_cache_evicted_total{R}))", "dropped for room / s")], "short"),
+          (f"sum(rate(hookgate_dedupe_cache_evicted_total{R}))", "dropped for room", "ops")], "bytes"),
         ("Endpoint handshakes",
          "hookgate_handshakes_total by integration: provider endpoint checks answered (Slack url_verification, "
          "Discord PING, Twitch callback verification, Zoom url_validation, Meta subscribe). Never stored.",
