@@ -16,8 +16,9 @@ mod pool;
 pub mod resolver;
 pub mod retry;
 mod slots;
+mod stopped;
 
-pub use pool::Stopped;
+pub use stopped::Stopped;
 
 use crate::destination;
 use crate::inbox::{Claimed, Inbox};

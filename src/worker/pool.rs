@@ -3,7 +3,7 @@
 //! releasing their claims.
 
 use super::slots::{Share, claim_now, lease_left_for_an_attempt, quarter};
-use super::{Worker, janitor};
+use super::{Stopped, Worker, janitor};
 use crate::inbox::{Claimed, Handed, Inbox};
 use crate::metrics::Metrics;
 use chrono::Utc;
@@ -181,54 +181,10 @@ impl Worker {
             .await;
         }
         // A thousand per statement: up to `--handoff-events` may have been held for this pool.
-        let stopped = match self.inner.inbox.release_many(&left, Utc::now()).await {
-            Ok(released) => Stopped {
-                held: left.len(),
-                released,
-                failed: None,
-            },
-            Err(e) => Stopped {
-                held: left.len(),
-                released: 0,
-                failed: Some(e.to_string()),
-            },
-        };
+        let released = self.inner.inbox.release_many(&left, Utc::now()).await;
+        let stopped = Stopped::after_release(left.len(), released);
         stopped.log();
         stopped
-    }
-}
-
-/// What a stopping pool did with the claims it still held after the grace period (deliveries cut
-/// off, handed-over events never started): given back at once, or left to their lease.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Stopped {
-    /// Claims held when the pool stopped.
-    pub held: usize,
-    /// Of those, the ones given back. The others were ended or re-claimed elsewhere meanwhile
-    /// (their lease had expired), or the release failed.
-    pub released: u64,
-    /// Why releasing failed: those events return when their lease expires.
-    pub failed: Option<String>,
-}
-
-impl Stopped {
-    fn log(&self) {
-        let (held, released) = (self.held, self.released);
-        match &self.failed {
-            Some(error) => tracing::warn!(
-                held,
-                error = %error,
-                "could not release claims; they return after their lease"
-            ),
-            None if held > 0 => {
-                tracing::info!(
-                    held,
-                    released,
-                    "worker stopped; claims still held were released"
-                )
-            }
-            None => tracing::info!("worker stopped; no claim was still held"),
-        }
     }
 }
 
