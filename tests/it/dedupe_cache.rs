@@ -150,19 +150,7 @@ async fn a_purged_dead_letter_is_new_again(h: &Harness, inbox: &Inbox, url: &str
 async fn dead_letter(inbox: &Inbox, event_id: &str) {
     let sql = "UPDATE inbox_events SET status = 'dead_letter', locked_until = NULL \
                WHERE event_id = $1";
-    match inbox {
-        Inbox::Postgres(pool) => sqlx::query(sql)
-            .bind(event_id)
-            .execute(pool)
-            .await
-            .map(drop),
-        Inbox::Sqlite(pool) => sqlx::query(sql)
-            .bind(event_id)
-            .execute(pool)
-            .await
-            .map(drop),
-    }
-    .unwrap();
+    on!(inbox, pool => sqlx::query(sql).bind(event_id).execute(pool).await.map(drop)).unwrap();
 }
 
 /// How many rows the inbox holds of `event_id`, and the status of one.

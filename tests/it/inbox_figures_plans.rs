@@ -213,9 +213,10 @@ async fn an_upgraded_inbox_gives_the_controller_its_figures_from_key_usage(pool:
     );
 }
 
-/// Every receiver reads how many purges the audit trail records, every second, for as long as it
-/// runs (its memory of committed keys: README "Group commit"). The latest purge is found through
-/// an index, however many replays the trail holds: automated replays add a row every few minutes.
+/// Every receiver reads the purges the audit trail recorded since its last look, every second,
+/// for as long as it runs, and the latest purge at its first look (its memory of committed keys:
+/// README "Group commit"). Both go through an index, however many replays the trail holds:
+/// automated replays add a row every few minutes.
 #[sqlx::test(migrations = "migrations/postgres")]
 async fn the_purges_recorded_are_read_through_an_index_not_the_audit_trail(pool: PgPool) {
     let replays = |n: u32| {
