@@ -14,14 +14,16 @@ async fn main() {
     hookgate::tls::install_crypto_provider();
     let cli = Cli::parse();
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    // Log lines are written by a thread of their own through a buffer flushed whenever it has
-    // nothing more queued: under load one write(2) carries many lines instead of each request's
-    // line costing a system call on a runtime thread. Lines are never dropped (no `lossy`): a
-    // full queue slows the roles down rather than losing their audit trail.
-    let (writer, flushed) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .thread_name("hookgate-log")
-        .finish(std::io::BufWriter::new(std::io::stderr()));
+    // Log lines are written by a thread of their own, a batch every few milliseconds, and never
+    // dropped (see `hookgate::logs::LogBuffer`).
+    let (writer, flushed) =
+        match hookgate::logs::LogBuffer::start(std::io::stderr(), Default::default()) {
+            Ok(started) => started,
+            Err(e) => {
+                eprintln!("error: could not start the log thread: {e}");
+                std::process::exit(1);
+            }
+        };
     // Colour only on a terminal: log files and collectors get plain text.
     let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
