@@ -30,6 +30,9 @@ pub struct Limits {
     pub write_at: usize,
     /// Bytes waiting beyond which a role that logs waits for the write.
     pub hold: usize,
+    /// How long a stopping process waits for the lines still waiting to be written: an output
+    /// nobody reads must not keep it from exiting.
+    pub drain_for: Duration,
 }
 
 impl Default for Limits {
@@ -38,6 +41,7 @@ impl Default for Limits {
             every: WRITE_EVERY,
             write_at: 64 * 1024,
             hold: 8 * 1024 * 1024,
+            drain_for: Duration::from_secs(5),
         }
     }
 }
@@ -53,12 +57,15 @@ struct Waiting {
     blocked: usize,
     /// The guard was dropped: lines go straight to the output.
     closed: bool,
+    /// The thread wrote its last batch and returned.
+    finished: bool,
 }
 
 struct Shared {
     waiting: Mutex<Waiting>,
     wake: Condvar,
     room: Condvar,
+    finished: Condvar,
     out: Mutex<Box<dyn Write + Send>>,
     limits: Limits,
 }
@@ -86,6 +93,7 @@ impl LogBuffer {
             waiting: Mutex::default(),
             wake: Condvar::new(),
             room: Condvar::new(),
+            finished: Condvar::new(),
             out: Mutex::new(Box::new(out)),
             limits,
         });
@@ -186,6 +194,8 @@ fn write_batches(shared: &Shared) {
             batch = Vec::new();
         }
         if closed {
+            lock(&shared.waiting).finished = true;
+            shared.finished.notify_all();
             return;
         }
     }
@@ -193,10 +203,18 @@ fn write_batches(shared: &Shared) {
 
 impl Drop for Flushed {
     fn drop(&mut self) {
-        lock(&self.shared.waiting).closed = true;
-        self.shared.wake.notify_one();
-        self.shared.room.notify_all();
-        if let Some(thread) = self.thread.take() {
+        let shared = &*self.shared;
+        let mut w = lock(&shared.waiting);
+        w.closed = true;
+        shared.wake.notify_one();
+        shared.room.notify_all();
+        let (w, waited) = shared
+            .finished
+            .wait_timeout_while(w, shared.limits.drain_for, |w| !w.finished)
+            .unwrap_or_else(PoisonError::into_inner);
+        drop(w);
+        // Joined only once it has returned; a thread still stuck in a write is left behind.
+        if let (false, Some(thread)) = (waited.timed_out(), self.thread.take()) {
             let _ = thread.join();
         }
     }

@@ -136,6 +136,7 @@ fn a_full_buffer_holds_the_role_back_and_loses_nothing() {
         every: Duration::ZERO,
         write_at: 1,
         hold: 100,
+        ..Limits::default()
     };
     let (buffer, flushed) = LogBuffer::start(out.clone(), limits).unwrap();
     let logged = Arc::new(AtomicUsize::new(0));
@@ -163,4 +164,26 @@ fn a_full_buffer_holds_the_role_back_and_loses_nothing() {
     drop(flushed);
     let expected: String = (0..50).map(|n| format!("line {n:04}\n")).collect();
     assert_eq!(out.text(), expected);
+}
+
+#[test]
+fn a_stopping_process_is_not_held_by_an_output_nobody_reads() {
+    let out = Output::shut();
+    let limits = Limits {
+        drain_for: Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let (buffer, flushed) = LogBuffer::start(out.clone(), limits).unwrap();
+    line(&buffer, "the last line");
+    let (stopped, dropped) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(flushed);
+        stopped.send(()).unwrap();
+    });
+    dropped
+        .recv_timeout(Duration::from_secs(30))
+        .expect("dropping the guard returned while the output was stuck");
+    // The thread left behind still writes the line once the output takes it.
+    out.open();
+    wait_for("the line", || out.text() == "the last line\n");
 }
