@@ -14,8 +14,8 @@ async fn main() {
     hookgate::tls::install_crypto_provider();
     let cli = Cli::parse();
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    // Log lines are written by a thread of their own, a batch every few milliseconds, and never
-    // dropped (see `hookgate::logs::LogBuffer`).
+    // Log lines are written by a thread of their own, a batch every few milliseconds; load slows
+    // the roles down rather than dropping lines (see `hookgate::logs::LogBuffer`).
     let (writer, flushed) =
         match hookgate::logs::LogBuffer::start(std::io::stderr(), Default::default()) {
             Ok(started) => started,

@@ -3,5 +3,5 @@
 mod buffer;
 mod json;
 
-pub use buffer::{Flushed, LogBuffer, WRITE_EVERY};
+pub use buffer::{Flushed, Limits, LogBuffer, WRITE_EVERY};
 pub use json::{JsonLines, Timestamps};
