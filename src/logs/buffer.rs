@@ -6,8 +6,9 @@
 //! thread, and one write(2) per line. Here a line is appended to a shared buffer under a mutex;
 //! only the first line into an empty buffer wakes the thread, which gives the others
 //! [`Limits::every`] to join it (less once [`Limits::write_at`] bytes wait) and writes them all
-//! with one call. Lines are never dropped: beyond [`Limits::hold`] bytes waiting, a role that logs
-//! waits for the write, as it waited for a full channel before.
+//! with one call. Load never drops a line: beyond [`Limits::hold`] bytes waiting, a role that logs
+//! waits for the write, as it waited for a full channel before. Only an output nobody reads loses
+//! lines, those still waiting [`Limits::drain_for`] after the guard dropped.
 
 use std::io::{self, Write};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -74,8 +75,8 @@ struct Shared {
 #[derive(Clone)]
 pub struct LogBuffer(Arc<Shared>);
 
-/// Writes what is left and stops the thread when dropped; lines logged after that are written
-/// by the role that logs them.
+/// Writes what is left and stops the thread when dropped, waiting at most [`Limits::drain_for`];
+/// lines logged after that are written by the role that logs them.
 pub struct Flushed {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,

@@ -182,7 +182,7 @@ impl Worker {
         }
         // A thousand per statement: up to `--handoff-events` may have been held for this pool.
         let released = self.inner.inbox.release_many(&left, Utc::now()).await;
-        let stopped = Stopped::after_release(left.len(), released);
+        let stopped = Stopped::after_release(left.len() as u64, released);
         stopped.log();
         stopped
     }

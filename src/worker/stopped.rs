@@ -7,7 +7,7 @@
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Stopped {
     /// Claims held when the pool stopped.
-    pub held: usize,
+    pub held: u64,
     /// Of those, the ones given back. The others were ended or re-claimed elsewhere meanwhile
     /// (their lease had expired), or the release failed.
     pub released: u64,
@@ -17,7 +17,7 @@ pub struct Stopped {
 
 impl Stopped {
     /// `held` claims, and what releasing them returned.
-    pub(super) fn after_release(held: usize, released: crate::inbox::Result<u64>) -> Self {
+    pub(super) fn after_release(held: u64, released: crate::inbox::Result<u64>) -> Self {
         match released {
             Ok(released) => Self {
                 held,
