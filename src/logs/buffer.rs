@@ -8,7 +8,8 @@
 //! [`Limits::every`] to join it (less once [`Limits::write_at`] bytes wait) and writes them all
 //! with one call. Load never drops a line: beyond [`Limits::hold`] bytes waiting, a role that logs
 //! waits for the write, as it waited for a full channel before. Only an output nobody reads loses
-//! lines, those still waiting [`Limits::drain_for`] after the guard dropped.
+//! lines: those still waiting [`Limits::drain_for`] after the guard dropped, and any logged after
+//! that.
 
 use std::io::{self, Write};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -60,6 +61,9 @@ struct Waiting {
     closed: bool,
     /// The thread wrote its last batch and returned.
     finished: bool,
+    /// The guard gave up waiting for the thread, stuck in a write: later lines are lost, not
+    /// queued behind it (a role stopping would otherwise hang on the output).
+    abandoned: bool,
 }
 
 struct Shared {
@@ -76,7 +80,8 @@ struct Shared {
 pub struct LogBuffer(Arc<Shared>);
 
 /// Writes what is left and stops the thread when dropped, waiting at most [`Limits::drain_for`];
-/// lines logged after that are written by the role that logs them.
+/// lines logged after that are written by the role that logs them, or dropped if the wait ran out
+/// (the output is stuck).
 pub struct Flushed {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
@@ -118,6 +123,9 @@ impl LogBuffer {
             w.blocked += 1;
             w = shared.room.wait(w).unwrap_or_else(PoisonError::into_inner);
             w.blocked -= 1;
+        }
+        if w.abandoned {
+            return Ok(());
         }
         if w.closed {
             drop(w);
@@ -209,10 +217,11 @@ impl Drop for Flushed {
         w.closed = true;
         shared.wake.notify_one();
         shared.room.notify_all();
-        let (w, waited) = shared
+        let (mut w, waited) = shared
             .finished
             .wait_timeout_while(w, shared.limits.drain_for, |w| !w.finished)
             .unwrap_or_else(PoisonError::into_inner);
+        w.abandoned = waited.timed_out();
         drop(w);
         // Joined only once it has returned; a thread still stuck in a write is left behind.
         if let (false, Some(thread)) = (waited.timed_out(), self.thread.take()) {

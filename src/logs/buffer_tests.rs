@@ -187,3 +187,29 @@ fn a_stopping_process_is_not_held_by_an_output_nobody_reads() {
     out.open();
     wait_for("the line", || out.text() == "the last line\n");
 }
+
+#[test]
+fn a_line_logged_after_the_guard_gave_up_does_not_wait_for_the_stuck_output() {
+    let out = Output::shut();
+    let limits = Limits {
+        drain_for: Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let (buffer, flushed) = LogBuffer::start(out.clone(), limits).unwrap();
+    line(&buffer, "the last line");
+    // Gives up after `drain_for`: the thread is still stuck in the write, holding the output.
+    drop(flushed);
+    let (logged, returned) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        line(&buffer, "logged while the runtime shuts down");
+        logged.send(()).unwrap();
+    });
+    returned
+        .recv_timeout(Duration::from_secs(10))
+        .expect("a line logged after the give-up returned while the output was stuck");
+    // That line is lost, as README "Logs" says; the batch the thread held still arrives.
+    out.open();
+    wait_for("the batch", || out.text() == "the last line\n");
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(out.text(), "the last line\n");
+}
