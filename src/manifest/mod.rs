@@ -2,6 +2,7 @@
 //! multi-document files or directories of them. Every error names the file, the object and the field.
 
 mod error;
+mod secret_values;
 
 pub use error::{Error, Result};
 
@@ -203,11 +204,13 @@ fn add(m: &mut Manifests, file: &str, doc: &str, value: serde_yaml::Value) -> Re
         }
         ("v1", "Secret") => {
             let object = named("Secret");
-            let secret: Secret = typed(value).map_err(|error| Error::Invalid {
-                file: file.into(),
-                object: object.clone(),
-                error,
-            })?;
+            let secret: Secret = secret_values::shape(&value)
+                .and_then(|()| typed(value).map_err(secret_values::without_values))
+                .map_err(|error| Error::Invalid {
+                    file: file.into(),
+                    object: object.clone(),
+                    error,
+                })?;
             let ns = secret.namespace().unwrap_or_else(|| "default".into());
             let name = secret.name_any();
             if name.is_empty() {

@@ -220,6 +220,51 @@ fn invalid_base64_in_a_secret_names_the_key() {
     );
 }
 
+/// YAML reads an unquoted `12345678` as a number, which a Secret's value cannot be; serde's
+/// message for a value of the wrong type quotes it (`invalid type: integer `12345678`, ...`), and
+/// the error goes to the terminal and the logs.
+#[test]
+fn a_secret_value_of_the_wrong_type_is_refused_without_showing_it() {
+    let dir = TempDir::new().unwrap();
+    for (i, (field, value)) in [
+        ("stringData", "73914620558"),
+        ("stringData", "-73914620558"),
+        ("stringData", "7391.4620558"),
+        ("stringData", "0x73914620558"),
+        ("data", "73914620558"),
+        ("stringData", "[73914620558]"),
+        ("stringData", "{k: 73914620558}"),
+        ("stringData", "true"),
+        ("data", "\"73914620558!\""),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let file = write(
+            dir.path(),
+            &format!("secret-{i}.yaml"),
+            &format!(
+                "apiVersion: v1\nkind: Secret\nmetadata: {{name: keys, namespace: payments}}\n{field}:\n  token: {value}\n"
+            ),
+        );
+        let shown = load_err(&file);
+        assert_names(
+            &shown,
+            &[
+                &file.display().to_string(),
+                "Secret payments/keys",
+                &format!(": {field}.token: "),
+            ],
+        );
+        for secret in ["73914620558", "7391.4620558", "0x", "true", "33"] {
+            assert!(
+                !shown.contains(secret),
+                "{value:?}: the value shows in the error: {shown}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_missing_secret_is_reported_with_the_integrations_file() {
     let dir = TempDir::new().unwrap();
