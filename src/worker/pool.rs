@@ -7,6 +7,7 @@ use super::{Stopped, Worker, janitor};
 use crate::inbox::{Claimed, Handed, Inbox};
 use crate::metrics::Metrics;
 use chrono::Utc;
+use futures::FutureExt;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -48,6 +49,11 @@ impl Worker {
         let mut cursor = super::cursor::Cursor::default();
         tokio::pin!(shutdown);
         loop {
+            // The waits below watch for the stop too, but a loop whose claims always find work
+            // (or a zero poll) may never wait.
+            if shutdown.as_mut().now_or_never().is_some() {
+                break;
+            }
             while let Some(done) = tasks.try_join_next() {
                 share.ended(done);
             }

@@ -11,6 +11,7 @@ mod architecture;
 mod bench;
 mod catch_up;
 mod catch_up_provider;
+mod cli_flags;
 mod compiled_routes;
 mod controller_plan;
 mod controller_reconcile;

@@ -1,17 +1,18 @@
 //! Flags shared by the roles that hold database connections and listen: the database limits, the
 //! listener's limits and the receiver's group commit.
 
+use super::bounds;
 use anyhow::bail;
 use clap::Args;
 
 /// Deadlines of database calls (request path, worker claims and completions), and the pool's size.
 #[derive(Args, Debug, Clone)]
 pub struct DbArgs {
-    /// How long a call may wait for a pooled database connection.
+    /// How long a call may wait for a pooled database connection (100ms to 1day).
     #[arg(long, default_value_t = crate::inbox::DbLimits::default().acquire_timeout.into(), env = "HOOKGATE_DB_ACQUIRE_TIMEOUT")]
     pub db_acquire_timeout: humantime::Duration,
     /// How long one statement may run or wait for locks (PostgreSQL statement_timeout, SQLite
-    /// busy timeout). A request answers 503 within both timeouts together.
+    /// busy timeout; 10ms to 1day). A request answers 503 within both timeouts together.
     #[arg(long, default_value_t = crate::inbox::DbLimits::default().statement_timeout.into(), env = "HOOKGATE_DB_STATEMENT_TIMEOUT")]
     pub db_statement_timeout: humantime::Duration,
     /// Most PostgreSQL connections this process opens (4 to 1000). Each catch-up pass in progress
@@ -22,9 +23,8 @@ pub struct DbArgs {
 
 impl DbArgs {
     pub fn limits(&self) -> anyhow::Result<crate::inbox::DbLimits> {
-        if self.db_acquire_timeout.is_zero() || self.db_statement_timeout.is_zero() {
-            bail!("--db-acquire-timeout and --db-statement-timeout must be more than 0");
-        }
+        let acquire_timeout = bounds::DB_ACQUIRE_TIMEOUT.check(*self.db_acquire_timeout)?;
+        let statement_timeout = bounds::DB_STATEMENT_TIMEOUT.check(*self.db_statement_timeout)?;
         let (min, max) = (crate::inbox::MIN_CONNECTIONS, crate::inbox::MAX_CONNECTIONS);
         if !(min..=max).contains(&self.db_max_connections) {
             bail!(
@@ -35,8 +35,8 @@ impl DbArgs {
             );
         }
         Ok(crate::inbox::DbLimits {
-            acquire_timeout: *self.db_acquire_timeout,
-            statement_timeout: *self.db_statement_timeout,
+            acquire_timeout,
+            statement_timeout,
             max_connections: self.db_max_connections,
         })
     }
@@ -46,16 +46,17 @@ impl DbArgs {
 #[derive(Args, Debug, Clone)]
 pub struct ListenerArgs {
     /// How long a client may take to send a request's headers; a kept-alive connection idle this
-    /// long is closed too. Slow-header clients are dropped.
+    /// long is closed too. Slow-header clients are dropped (1ms to 1h).
     #[arg(long, default_value_t = crate::http::listener::HEADER_TIMEOUT.into(), env = "HOOKGATE_HEADER_TIMEOUT")]
     pub header_timeout: humantime::Duration,
-    /// How long a client may take to send a request's body before it gets 408.
+    /// How long a client may take to send a request's body before it gets 408 (1ms to 1h).
     #[arg(long, default_value_t = crate::receiver::BODY_TIMEOUT.into(), env = "HOOKGATE_BODY_TIMEOUT")]
     pub body_timeout: humantime::Duration,
-    /// Open connections at once; more are answered 503 `overloaded` and closed.
+    /// Open connections at once (1-1000000); more are answered 503 `overloaded` and closed.
     #[arg(long, default_value_t = crate::http::listener::MAX_CONNECTIONS, env = "HOOKGATE_MAX_CONNECTIONS")]
     pub max_connections: usize,
-    /// Requests being handled at once; more are answered 503 `overloaded`, never queued.
+    /// Requests being handled at once (1-1000000); more are answered 503 `overloaded`, never
+    /// queued.
     #[arg(long, default_value_t = crate::http::listener::MAX_IN_FLIGHT, env = "HOOKGATE_MAX_IN_FLIGHT")]
     pub max_in_flight: usize,
     /// Requests per second (and burst) that may fail verification on one route before the rest
@@ -75,16 +76,11 @@ pub struct ListenerArgs {
 
 impl ListenerArgs {
     pub fn limits(&self) -> anyhow::Result<crate::http::listener::Limits> {
-        if self.max_connections == 0 || self.max_in_flight == 0 {
-            bail!("--max-connections and --max-in-flight must be at least 1");
-        }
-        if self.header_timeout.is_zero() || self.body_timeout.is_zero() {
-            bail!("--header-timeout and --body-timeout must be more than 0");
-        }
+        bounds::BODY_TIMEOUT.check(*self.body_timeout)?;
         Ok(crate::http::listener::Limits {
-            header_timeout: *self.header_timeout,
-            max_connections: self.max_connections,
-            max_in_flight: self.max_in_flight,
+            header_timeout: bounds::HEADER_TIMEOUT.check(*self.header_timeout)?,
+            max_connections: bounds::listener_count("--max-connections", self.max_connections)?,
+            max_in_flight: bounds::listener_count("--max-in-flight", self.max_in_flight)?,
         })
     }
 }
@@ -93,7 +89,7 @@ impl ListenerArgs {
 #[derive(Args, Debug, Clone)]
 pub struct CommitArgs {
     /// How long a batch may wait for more requests once the receiver is busy. 0: a batch is
-    /// whatever arrived while the previous one committed. A lone request never waits.
+    /// whatever arrived while the previous one committed; at most 1s. A lone request never waits.
     #[arg(long, default_value = "0ms", value_parser = humantime::parse_duration, env = "HOOKGATE_COMMIT_WINDOW")]
     pub commit_window: std::time::Duration,
     /// Most events committed in one transaction (1-1000).
@@ -107,7 +103,7 @@ pub struct CommitArgs {
     /// to the database.
     #[arg(long, default_value_t = crate::inbox::RecentConfig::default().bytes >> 20, env = "HOOKGATE_DEDUPE_CACHE_MIB")]
     pub dedupe_cache_mib: usize,
-    /// How long a committed key is remembered (at most half the integration's
+    /// How long a committed key is remembered (0s to 30days, and at most half the integration's
     /// `retention.dedupe`).
     #[arg(long, default_value_t = crate::inbox::RecentConfig::default().ttl.into(), env = "HOOKGATE_DEDUPE_CACHE_TTL")]
     pub dedupe_cache_ttl: humantime::Duration,
@@ -136,13 +132,13 @@ impl CommitArgs {
             );
         }
         Ok(crate::inbox::GroupCommitConfig {
-            window: self.commit_window,
+            window: bounds::COMMIT_WINDOW.check(self.commit_window)?,
             max_batch: self.commit_batch,
             concurrency: self.commit_concurrency,
             db,
             recent: crate::inbox::RecentConfig {
                 bytes: self.dedupe_cache_mib << 20,
-                ttl: *self.dedupe_cache_ttl,
+                ttl: bounds::DEDUPE_CACHE_TTL.check(*self.dedupe_cache_ttl)?,
             },
         })
     }

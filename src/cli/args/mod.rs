@@ -1,5 +1,6 @@
 //! The flags of every subcommand, and their conversion into the roles' configs.
 
+pub mod bounds;
 mod listener;
 mod worker;
 
@@ -102,10 +103,9 @@ impl StandaloneArgs {
         &self,
         db: crate::inbox::DbLimits,
     ) -> anyhow::Result<Option<crate::worker::WorkerConfig>> {
-        if self.no_workers {
-            return Ok(None);
-        }
-        self.handoff.apply(self.worker.config(db)?).map(Some)
+        // Checked even when unused: a value out of range is a mistake either way.
+        let cfg = self.handoff.apply(self.worker.config(db)?)?;
+        Ok((!self.no_workers).then_some(cfg))
     }
 }
 
@@ -202,11 +202,11 @@ impl ReceiverArgs {
         in_pod: bool,
         db: crate::inbox::DbLimits,
     ) -> anyhow::Result<Option<crate::worker::WorkerConfig>> {
-        if !self.with_workers {
-            return Ok(None);
-        }
-        let cfg = self.worker.cluster_config(in_pod, db)?;
-        self.handoff.apply(cfg).map(Some)
+        // Checked even when unused: a value out of range is a mistake either way.
+        let cfg = self
+            .handoff
+            .apply(self.worker.cluster_config(in_pod, db)?)?;
+        Ok(self.with_workers.then_some(cfg))
     }
 }
 

@@ -1,5 +1,6 @@
 //! The worker's flags, turned into a `WorkerConfig` for files or for a cluster.
 
+use super::bounds;
 use crate::destination::{self, Policy, Scope};
 use anyhow::bail;
 use clap::Args;
@@ -11,17 +12,18 @@ pub struct WorkerArgs {
     #[arg(long, default_value_t = crate::worker::defaults::CONCURRENCY, env = "HOOKGATE_CONCURRENCY")]
     pub concurrency: usize,
     /// How long a claimed event is leased. Each attempt ends by 3/4 of it, whatever the
-    /// integration's delivery timeout, so that it never outlives its claim.
+    /// integration's delivery timeout, so that it never outlives its claim (1s to 1day).
     #[arg(long, default_value_t = crate::worker::defaults::LEASE.into())]
     pub lease: humantime::Duration,
-    /// Pause between claims when nothing is due.
+    /// Pause between claims when nothing is due (10ms to 1h).
     #[arg(long, default_value_t = crate::worker::defaults::POLL.into())]
     pub poll: humantime::Duration,
-    /// On SIGTERM, how long in-flight deliveries may finish before their claims are released.
+    /// On SIGTERM, how long in-flight deliveries may finish before their claims are released
+    /// (0s to 1h).
     #[arg(long, default_value_t = crate::worker::defaults::GRACE.into())]
     pub grace: humantime::Duration,
     /// How long an event whose integration is gone waits for it to come back before it is
-    /// dead-lettered as `integration_missing` (counted from its arrival).
+    /// dead-lettered as `integration_missing` (counted from its arrival; 0s to 365days).
     #[arg(long, default_value_t = crate::worker::defaults::ORPHAN_GRACE.into(), env = "HOOKGATE_ORPHAN_GRACE")]
     pub orphan_grace: humantime::Duration,
     /// Where integrations may deliver: `open` (any Service, any external host) or `namespace`
@@ -63,10 +65,10 @@ impl WorkerArgs {
         }
         Ok(crate::worker::WorkerConfig {
             concurrency: self.concurrency,
-            lease: *self.lease,
-            poll: *self.poll,
-            grace: *self.grace,
-            orphan_grace: *self.orphan_grace,
+            lease: bounds::LEASE.check(*self.lease)?,
+            poll: bounds::POLL.check(*self.poll)?,
+            grace: bounds::GRACE.check(*self.grace)?,
+            orphan_grace: bounds::ORPHAN_GRACE.check(*self.orphan_grace)?,
             destinations: Policy {
                 scope: self.destinations,
                 allowed_hosts: self.allow_destination_hosts.clone(),

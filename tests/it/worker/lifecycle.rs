@@ -51,6 +51,37 @@ async fn shutdown_releases_claims_still_in_flight_after_the_grace_period(inbox: 
     assert!(s.attempts("stuck").await.is_empty());
 }
 
+/// A claim loop that never has to wait still stops when asked. It looked at the stop only while
+/// waiting, so with a zero `poll` (claims that find nothing, again at once) it never stopped.
+async fn a_worker_that_never_waits_between_claims_still_stops(inbox: Inbox) {
+    let s = Setup::new(inbox).await;
+    let w = s.worker_with(WorkerConfig {
+        poll: Duration::ZERO,
+        ..cfg()
+    });
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(async move {
+        w.run(async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        })
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.send(true).unwrap();
+    let stopped = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("the worker stops")
+        .unwrap();
+    assert_eq!(
+        stopped,
+        worker::Stopped {
+            held: 0,
+            released: 0,
+            failed: None
+        }
+    );
+}
+
 /// A cluster worker learns its targets from a watch. Until the first complete list arrives it
 /// claims nothing: an event claimed earlier would be deferred for a minute as unconfigured.
 async fn a_worker_claims_nothing_until_its_targets_are_loaded(inbox: Inbox) {
@@ -169,6 +200,7 @@ async fn an_event_of_a_deleted_integration_is_dead_lettered_after_the_grace(inbo
 
 on_both_backends!(
     shutdown_releases_claims_still_in_flight_after_the_grace_period,
+    a_worker_that_never_waits_between_claims_still_stops,
     a_worker_claims_nothing_until_its_targets_are_loaded,
     an_event_of_a_deleted_integration_is_dead_lettered_after_the_grace,
 );
