@@ -200,7 +200,7 @@ async fn every_flag_at_either_end_of_its_range_starts_and_stops() {
         "--grace",
         "1h",
         "--orphan-grace",
-        "365days",
+        "1year",
         "--commit-window",
         "1s",
         "--dedupe-cache-ttl",

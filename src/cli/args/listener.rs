@@ -89,7 +89,7 @@ impl ListenerArgs {
 #[derive(Args, Debug, Clone)]
 pub struct CommitArgs {
     /// How long a batch may wait for more requests once the receiver is busy. 0: a batch is
-    /// whatever arrived while the previous one committed; at most 1s. A lone request never waits.
+    /// whatever arrived while the previous one committed (0s to 1s). A lone request never waits.
     #[arg(long, default_value = "0ms", value_parser = humantime::parse_duration, env = "HOOKGATE_COMMIT_WINDOW")]
     pub commit_window: std::time::Duration,
     /// Most events committed in one transaction (1-1000).

@@ -23,7 +23,7 @@ pub struct WorkerArgs {
     #[arg(long, default_value_t = crate::worker::defaults::GRACE.into())]
     pub grace: humantime::Duration,
     /// How long an event whose integration is gone waits for it to come back before it is
-    /// dead-lettered as `integration_missing` (counted from its arrival; 0s to 365days).
+    /// dead-lettered as `integration_missing` (counted from its arrival; 0s to 1year).
     #[arg(long, default_value_t = crate::worker::defaults::ORPHAN_GRACE.into(), env = "HOOKGATE_ORPHAN_GRACE")]
     pub orphan_grace: humantime::Duration,
     /// Where integrations may deliver: `open` (any Service, any external host) or `namespace`

@@ -4,6 +4,23 @@
 
 use super::*;
 
+/// `w` running on a task of its own until `true` is sent on the returned channel.
+fn running(
+    w: Worker,
+) -> (
+    tokio::sync::watch::Sender<bool>,
+    tokio::task::JoinHandle<worker::Stopped>,
+) {
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(async move {
+        w.run(async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        })
+        .await
+    });
+    (stop, run)
+}
+
 /// Shutdown: claiming stops, in-flight deliveries get the grace period, then their claims are
 /// released without counting as an attempt.
 async fn shutdown_releases_claims_still_in_flight_after_the_grace_period(inbox: Inbox) {
@@ -14,13 +31,7 @@ async fn shutdown_releases_claims_still_in_flight_after_the_grace_period(inbox: 
         grace: Duration::from_millis(300),
         ..cfg()
     });
-    let (stop, mut stopped) = tokio::sync::watch::channel(false);
-    let run = tokio::spawn(async move {
-        w.run(async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        })
-        .await
-    });
+    let (stop, run) = running(w);
     assert_eq!(s.dest.wait_for(1, Duration::from_secs(10)).await.len(), 1);
     assert_eq!(s.row("stuck").await.0, "processing");
     let asked = std::time::Instant::now();
@@ -59,13 +70,7 @@ async fn a_worker_that_never_waits_between_claims_still_stops(inbox: Inbox) {
         poll: Duration::ZERO,
         ..cfg()
     });
-    let (stop, mut stopped) = tokio::sync::watch::channel(false);
-    let run = tokio::spawn(async move {
-        w.run(async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        })
-        .await
-    });
+    let (stop, run) = running(w);
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop.send(true).unwrap();
     let stopped = tokio::time::timeout(Duration::from_secs(10), run)
@@ -94,16 +99,7 @@ async fn a_worker_claims_nothing_until_its_targets_are_loaded(inbox: Inbox) {
         Arc::new(Metrics::new()),
     )
     .awaiting_targets();
-    let (stop, mut stopped) = tokio::sync::watch::channel(false);
-    let run = tokio::spawn({
-        let w = w.clone();
-        async move {
-            w.run(async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            })
-            .await
-        }
-    });
+    let (stop, run) = running(w.clone());
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (status, attempts, error, _) = s.row("early").await;
     assert_eq!(
