@@ -501,7 +501,7 @@ fn bench_refuses_an_open_loop_without_connections() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
-        stderr.contains("--open-loop-connections must be at least 1"),
+        stderr.contains("--open-loop-connections must be from 1 to 1024, got 0"),
         "{stderr}"
     );
     assert!(!stderr.contains("bench: database"), "nothing ran: {stderr}");

@@ -220,3 +220,51 @@ async fn every_flag_at_either_end_of_its_range_starts_and_stops() {
     ])
     .await;
 }
+
+/// `hookgate bench` too: its flags are checked before it connects. A huge `--events` or
+/// `--body-bytes` panicked on allocation, a huge `--concurrency` tried to open that many
+/// connections, and an infinite `--pipeline-start` had no schedule.
+#[test]
+fn the_bench_refuses_a_value_past_a_flags_range_before_it_connects() {
+    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://127.0.0.1:1/x".into());
+    for (flag, value) in [
+        ("--events", "99"),
+        ("--events", "18446744073709551615"),
+        ("--body-bytes", "127"),
+        ("--body-bytes", "18446744073709551615"),
+        ("--concurrency", "0"),
+        ("--concurrency", "18446744073709551615"),
+        ("--open-loop-connections", "0"),
+        ("--open-loop-connections", "1000000"),
+        ("--worker-concurrency", "0"),
+        ("--pipeline-steps", "0"),
+        ("--pipeline-steps", "18446744073709551615"),
+        ("--pipeline-secs", "0s"),
+        ("--pipeline-secs", "2h"),
+        ("--latency-run", "0s"),
+        ("--pgbench-run", "500000000years"),
+        ("--ceiling-run", "0s"),
+        ("--pipeline-start", "inf"),
+        ("--pipeline-start", "NaN"),
+        ("--pipeline-start", "0"),
+    ] {
+        let args = [
+            "bench",
+            "--database-url",
+            &url,
+            "--only",
+            "intake",
+            flag,
+            value,
+        ];
+        let (code, stderr) = refused(&args);
+        let shown = format!("`hookgate {}`: {code:?}\n{stderr}", args.join(" "));
+        assert_eq!(code, Some(1), "{shown}");
+        assert!(!stderr.contains("panicked"), "{shown}");
+        assert!(!stderr.contains("bench: database"), "nothing ran: {shown}");
+        assert!(
+            stderr.contains(&format!("{flag} must be ")),
+            "the error names the flag: {shown}"
+        );
+    }
+}

@@ -23,7 +23,7 @@ pub struct Span {
 }
 
 impl Span {
-    const fn new(flag: &'static str, min: Duration, max: Duration) -> Self {
+    pub const fn new(flag: &'static str, min: Duration, max: Duration) -> Self {
         Self { flag, min, max }
     }
 
@@ -87,8 +87,13 @@ pub const MAX_LISTENER_COUNT: usize = 1_000_000;
 
 /// `value` when it is from 1 to [`MAX_LISTENER_COUNT`], or an error naming the flag.
 pub fn listener_count(flag: &str, value: usize) -> anyhow::Result<usize> {
-    if !(1..=MAX_LISTENER_COUNT).contains(&value) {
-        bail!("{flag} must be from 1 to {MAX_LISTENER_COUNT}, got {value}");
+    count(flag, value, 1, MAX_LISTENER_COUNT)
+}
+
+/// `value` when it is from `min` to `max`, or an error naming the flag and its range.
+pub fn count(flag: &str, value: usize, min: usize, max: usize) -> anyhow::Result<usize> {
+    if !(min..=max).contains(&value) {
+        bail!("{flag} must be from {min} to {max}, got {value}");
     }
     Ok(value)
 }

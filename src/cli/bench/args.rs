@@ -1,5 +1,6 @@
 //! `hookgate bench`'s flags and phases.
 
+use crate::cli::args::bounds::{Span, count};
 use clap::Args;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -80,6 +81,52 @@ pub struct BenchArgs {
     /// ran in the same invocation.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = Phase::ALL)]
     pub only: Vec<Phase>,
+}
+
+const RUN: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(60 * 60));
+/// The bench signs a phase's requests before it sends them: they must fit in memory.
+const MAX_SIGNED_BYTES: usize = 2 << 30;
+
+impl BenchArgs {
+    /// Every flag in its range, before anything connects or runs. Past these the bench panicked
+    /// on allocation (`--events`, `--body-bytes`), opened connections without end
+    /// (`--concurrency`) or had no schedule (`--pipeline-start inf`).
+    pub fn check(&self) -> anyhow::Result<()> {
+        let body_max = crate::crd::defaults::MAX_BODY_BYTES as usize;
+        count("--events", self.events, 100, 1_000_000)?;
+        count("--body-bytes", self.body_bytes, 128, body_max)?;
+        anyhow::ensure!(
+            self.events * self.body_bytes <= MAX_SIGNED_BYTES,
+            "--events times --body-bytes must be at most 2 GiB: the bench signs a phase's \
+             requests beforehand"
+        );
+        let receiver = crate::http::listener::MAX_CONNECTIONS;
+        count("--concurrency", self.concurrency, 1, receiver)?;
+        count(
+            "--open-loop-connections",
+            self.open_loop_connections,
+            1,
+            receiver,
+        )?;
+        let workers = crate::worker::defaults::MAX_CONCURRENCY;
+        count("--worker-concurrency", self.worker_concurrency, 1, workers)?;
+        count("--pipeline-steps", self.pipeline_steps, 1, 100)?;
+        for (flag, value) in [
+            ("--latency-run", self.latency_run),
+            ("--pgbench-run", self.pgbench_run),
+            ("--ceiling-run", self.ceiling_run),
+            ("--pipeline-secs", self.pipeline_secs),
+        ] {
+            Span::new(flag, RUN.0, RUN.1).check(value)?;
+        }
+        if let Some(rate) = self.pipeline_start {
+            anyhow::ensure!(
+                (1.0..=1_000_000.0).contains(&rate),
+                "--pipeline-start must be from 1 to 1000000 events/s, got {rate}"
+            );
+        }
+        Ok(())
+    }
 }
 
 /// How the pipeline phase deploys receiver and workers.

@@ -54,17 +54,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(addr) = args.serve_fixed {
         return ceiling::serve_fixed(addr).await;
     }
-    anyhow::ensure!(args.events >= 100, "--events must be at least 100");
-    anyhow::ensure!(args.concurrency >= 1, "--concurrency must be at least 1");
-    anyhow::ensure!(
-        args.open_loop_connections >= 1,
-        "--open-loop-connections must be at least 1"
-    );
-    anyhow::ensure!(args.body_bytes >= 128, "--body-bytes must be at least 128");
-    anyhow::ensure!(
-        args.pipeline_steps >= 1,
-        "--pipeline-steps must be at least 1"
-    );
+    args.check()?;
     if let Some(path) = &args.hookgate {
         anyhow::ensure!(
             path.is_file(),
