@@ -150,13 +150,30 @@ mod tests {
     }
 
     #[test]
-    fn the_listeners_counts_take_one_to_a_million() {
-        for flag in ["--max-connections", "--max-in-flight"] {
-            assert!(standalone(flag, "1").is_ok());
-            assert!(standalone(flag, "1000000").is_ok());
-            for bad in ["0", "1000001", "18446744073709551615"] {
-                let e = standalone(flag, bad).unwrap_err().to_string();
-                assert_eq!(e, format!("{flag} must be from 1 to 1000000, got {bad}"));
+    fn every_count_flag_takes_both_ends_and_refuses_past_them_naming_the_flag() {
+        for (flag, min, max) in [
+            ("--max-connections", 1, MAX_LISTENER_COUNT),
+            ("--max-in-flight", 1, MAX_LISTENER_COUNT),
+            ("--commit-batch", 1, crate::inbox::MAX_BATCH),
+            ("--dedupe-cache-mib", 0, crate::inbox::MAX_DEDUPE_CACHE_MIB),
+            (
+                "--handoff-events",
+                0,
+                crate::worker::defaults::MAX_HANDOFF_EVENTS,
+            ),
+            ("--concurrency", 1, crate::worker::defaults::MAX_CONCURRENCY),
+        ] {
+            for inside in [min, max] {
+                let taken = standalone(flag, &inside.to_string());
+                assert!(taken.is_ok(), "{flag} {inside}: {taken:?}");
+            }
+            let mut outside = vec![(max + 1).to_string(), usize::MAX.to_string()];
+            if min > 0 {
+                outside.push((min - 1).to_string());
+            }
+            for bad in outside {
+                let e = standalone(flag, &bad).unwrap_err().to_string();
+                assert_eq!(e, format!("{flag} must be from {min} to {max}, got {bad}"));
             }
         }
     }

@@ -114,30 +114,23 @@ impl CommitArgs {
         &self,
         db: crate::inbox::DbLimits,
     ) -> anyhow::Result<crate::inbox::GroupCommitConfig> {
-        if !(1..=crate::inbox::MAX_BATCH).contains(&self.commit_batch) {
-            bail!(
-                "--commit-batch must be between 1 and {}, got {}",
-                crate::inbox::MAX_BATCH,
-                self.commit_batch
-            );
-        }
         if self.commit_concurrency == Some(0) {
             bail!("--commit-concurrency must be at least 1");
         }
-        if self.dedupe_cache_mib > crate::inbox::MAX_DEDUPE_CACHE_MIB {
-            bail!(
-                "--dedupe-cache-mib must be at most {}, got {}",
-                crate::inbox::MAX_DEDUPE_CACHE_MIB,
-                self.dedupe_cache_mib
-            );
-        }
+        let max_mib = crate::inbox::MAX_DEDUPE_CACHE_MIB;
+        let mib = bounds::count("--dedupe-cache-mib", self.dedupe_cache_mib, 0, max_mib)?;
         Ok(crate::inbox::GroupCommitConfig {
             window: bounds::COMMIT_WINDOW.check(self.commit_window)?,
-            max_batch: self.commit_batch,
+            max_batch: bounds::count(
+                "--commit-batch",
+                self.commit_batch,
+                1,
+                crate::inbox::MAX_BATCH,
+            )?,
             concurrency: self.commit_concurrency,
             db,
             recent: crate::inbox::RecentConfig {
-                bytes: self.dedupe_cache_mib << 20,
+                bytes: mib << 20,
                 ttl: bounds::DEDUPE_CACHE_TTL.check(*self.dedupe_cache_ttl)?,
             },
         })

@@ -129,13 +129,7 @@ impl HandoffArgs {
         mut cfg: crate::worker::WorkerConfig,
     ) -> anyhow::Result<crate::worker::WorkerConfig> {
         let max = crate::worker::defaults::MAX_HANDOFF_EVENTS;
-        if self.handoff_events > max {
-            anyhow::bail!(
-                "--handoff-events must be between 0 and {max}, got {}",
-                self.handoff_events
-            );
-        }
-        cfg.handoff_events = self.handoff_events;
+        cfg.handoff_events = bounds::count("--handoff-events", self.handoff_events, 0, max)?;
         cfg.handoff_bytes = self.handoff_bytes;
         Ok(cfg)
     }

@@ -53,18 +53,13 @@ impl WorkerArgs {
         db: crate::inbox::DbLimits,
     ) -> anyhow::Result<crate::worker::WorkerConfig> {
         let max = crate::worker::defaults::MAX_CONCURRENCY;
-        if !(1..=max).contains(&self.concurrency) {
-            bail!(
-                "--concurrency must be between 1 and {max}, got {}",
-                self.concurrency
-            );
-        }
+        let concurrency = bounds::count("--concurrency", self.concurrency, 1, max)?;
         let cluster_domain = self.cluster_domain.trim_matches('.').to_ascii_lowercase();
         if cluster_domain.is_empty() {
             bail!("--cluster-domain must not be empty");
         }
         Ok(crate::worker::WorkerConfig {
-            concurrency: self.concurrency,
+            concurrency,
             lease: bounds::LEASE.check(*self.lease)?,
             poll: bounds::POLL.check(*self.poll)?,
             grace: bounds::GRACE.check(*self.grace)?,
@@ -123,7 +118,7 @@ mod tests {
             let e = concurrency(bad).unwrap_err();
             assert_eq!(
                 e,
-                format!("--concurrency must be between 1 and 10000, got {bad}")
+                format!("--concurrency must be from 1 to 10000, got {bad}")
             );
         }
     }
