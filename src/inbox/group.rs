@@ -38,6 +38,11 @@ pub struct GroupCommitConfig {
 /// backends' parameter limits).
 pub const MAX_BATCH: usize = 1000;
 
+/// The most transactions in flight at once: each holds a connection, and no pool opens more than
+/// [`super::MAX_CONNECTIONS`]. Past it the hand-off channel's room (batch x transactions x 4)
+/// overflowed, and tokio's semaphore panicked.
+pub const MAX_COMMIT_CONCURRENCY: usize = super::MAX_CONNECTIONS as usize;
+
 impl Default for GroupCommitConfig {
     /// No window and 64 events: see docs/performance.md for how they were chosen.
     fn default() -> Self {
@@ -64,7 +69,10 @@ impl From<GroupCommitConfig> for Settings {
         Self {
             window: cfg.window,
             max_batch: cfg.max_batch.clamp(1, MAX_BATCH),
-            concurrency: cfg.concurrency.unwrap_or(1).max(1),
+            concurrency: cfg
+                .concurrency
+                .unwrap_or(1)
+                .clamp(1, MAX_COMMIT_CONCURRENCY),
         }
     }
 }

@@ -49,7 +49,7 @@ pub use complete::{COMPLETE_MANY_PG, Completer};
 pub use dead_letters::*;
 pub use delivery::{Advance, Attempt, Completion};
 pub use event::{Arrival, EventSummary, InsertOutcome, ListFilter, NewEvent, Status};
-pub use group::{GroupCommit, GroupCommitConfig, MAX_BATCH};
+pub use group::{GroupCommit, GroupCommitConfig, MAX_BATCH, MAX_COMMIT_CONCURRENCY};
 pub use handoff::{Handed, Handoff, Reservation, Room as HandoffRoom, handoff};
 pub use headers::StoredHeaders;
 pub use key_use::FLUSH_EVERY as KEY_USE_FLUSH_EVERY;

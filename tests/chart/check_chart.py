@@ -953,6 +953,65 @@ def scenario_failures(helm, chart):
         R.check(f"failure: {name}", rc != 0 and needle in err, f"rc={rc} stderr={err.strip()[-400:]}")
 
 
+# Each duration value the chart passes as a flag: (values key, the flag, the role whose pod gets
+# it, how a duration is written for that key, the extra values that make the role get it).
+DURATION_VALUES = [
+    ("database.acquireTimeout", "--db-acquire-timeout", "worker", "{}ms", []),
+    ("database.statementTimeout", "--db-statement-timeout", "controller", "{}ms", []),
+    ("receiver.groupCommit.window", "--commit-window", "receiver", "{}ms", []),
+    ("receiver.dedupeCache.ttl", "--dedupe-cache-ttl", "receiver", "{}ms", []),
+    ("receiver.listener.headerTimeout", "--header-timeout", "receiver", "{}ms", []),
+    ("receiver.listener.bodyTimeout", "--body-timeout", "receiver", "{}ms", []),
+    ("worker.lease", "--lease", "worker", "{}ms", []),
+    ("worker.poll", "--poll", "receiver", "{}ms", ["--set", "receiver.workers.enabled=true"]),
+    ("worker.graceSeconds", "--grace", "worker", "{}", []),
+]
+
+
+def duration_ranges(chart):
+    """The chart's copy of the flags' ranges (hookgate.durationRanges), in milliseconds."""
+    with open(os.path.join(chart, "templates", "_helpers.tpl")) as f:
+        text = f.read()
+    block = text.split('{{- define "hookgate.durationRanges" -}}\n', 1)[1].split("{{- end }}", 1)[0]
+    unit = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+    def ms(d):
+        n, u = re.fullmatch(r"(\d+)([a-z]+)", d).groups()
+        return int(n) * unit[u]
+
+    return {k: (ms(lo), ms(hi)) for k, (lo, hi) in yaml.safe_load(block).items()}
+
+
+def scenario_duration_ranges(helm, chart):
+    """Both ends of each duration render into the pod's args; a step past either end fails the
+    render naming the value and its range, as the pod would have failed at start."""
+    ranges = duration_ranges(chart)
+    R.check("durations: the chart passes exactly the flags its ranges list",
+            sorted(f for _, f, *_ in DURATION_VALUES) == sorted(ranges), sorted(ranges))
+    db = ["--set", f"database.url={DB_URL}"]
+    for key, flag_name, role, form, extra in DURATION_VALUES:
+        lo, hi = ranges[flag_name]
+        seconds = form == "{}"
+        for end in (lo, hi):
+            value = form.format(end // 1000 if seconds else end)
+            objs = helm.objects(*db, *extra, "--set-string" if not seconds else "--set", f"{key}={value}")
+            got = flag(container(objs, role)["args"], flag_name)
+            want = f"{value}s" if seconds else value
+            R.check(f"durations: {key}={value} (an end of {flag_name}) renders into the {role}'s args",
+                    got == [want], got)
+        past = [(lo - (1000 if seconds else 1), "below")] if lo > 0 else []
+        past.append((hi + (1000 if seconds else 1), "above"))
+        for v, side in past:
+            value = form.format(v // 1000 if seconds else v)
+            rc, _, err = helm.template(*db, *extra, "--set-string" if not seconds else "--set", f"{key}={value}")
+            shown = f"{value}s" if seconds else value
+            # The schema's pattern refuses some first (a zero where the pattern wants 1-9).
+            by_schema = "don't meet the specifications of the schema" in err and key.split(".")[-1] in err
+            R.check(f"durations: {key}={value} ({side} {flag_name}'s range) fails naming the value",
+                    rc != 0 and (f"{key} must be from " in err and f"got {shown}" in err or by_schema),
+                    f"rc={rc} stderr={err.strip()[-300:]}")
+
+
 def scenario_crd(chart, crd):
     chart_crd = os.path.join(chart, "crds", os.path.basename(crd))
     with open(crd, "rb") as a, open(chart_crd, "rb") as b:
@@ -1038,6 +1097,7 @@ def cmd_render(args):
     scenario_receiver_workers(helm, args.chart)
     scenario_prometheus_rule(helm, args.chart, registered_metrics(args.metrics))
     scenario_failures(helm, args.chart)
+    scenario_duration_ranges(helm, args.chart)
     return R.finish()
 
 

@@ -2,7 +2,8 @@
 //! binary, given a value past either end, exits at once with an error naming the flag, and given
 //! every flag at either end of its range it starts, serves and stops on SIGTERM. Before the
 //! ranges, `--poll 0s` spun a core and ignored SIGINT, a 30-day `--db-statement-timeout`
-//! panicked SQLite's driver, a huge `--max-in-flight` panicked tokio's semaphore, and a
+//! panicked SQLite's driver, a huge `--max-in-flight` or `--commit-concurrency` panicked tokio's
+//! semaphore, and a
 //! `--commit-window` of seconds held requests past the provider's patience.
 
 use crate::common::procs::{BIN, Proc, free_port};
@@ -79,6 +80,7 @@ fn past_the_range() -> Vec<(Vec<&'static str>, &'static str, &'static str)> {
         ("--body-timeout", "0s", "2h"),
         ("--max-in-flight", "0", "18446744073709551615"),
         ("--max-connections", "0", "1000001"),
+        ("--commit-concurrency", "0", "18446744073709551615"),
     ] {
         for value in [low, high].into_iter().filter(|v| !v.is_empty()) {
             cases.push((standalone.clone(), flag, value));
@@ -190,6 +192,8 @@ async fn every_flag_at_either_end_of_its_range_starts_and_stops() {
         "1",
         "--max-connections",
         "1",
+        "--commit-concurrency",
+        "1",
     ])
     .await;
     starts_and_stops(&[
@@ -217,6 +221,9 @@ async fn every_flag_at_either_end_of_its_range_starts_and_stops() {
         "1000000",
         "--max-connections",
         "1000000",
+        // More transactions in flight than the pool's connections: they wait for one.
+        "--commit-concurrency",
+        "1000",
     ])
     .await;
 }

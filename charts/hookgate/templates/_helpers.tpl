@@ -111,12 +111,67 @@ the role's own pool cap (<role>.database.maxConnections) or else the chart's (da
 {{- $root := index . 0 -}}
 {{- $d := $root.Values.database -}}
 {{- $own := dig "database" "maxConnections" nil (index $root.Values (index . 1)) -}}
-- --db-acquire-timeout
-- {{ $d.acquireTimeout | quote }}
-- --db-statement-timeout
-- {{ $d.statementTimeout | quote }}
+{{ include "hookgate.durationFlag" (list "--db-acquire-timeout" "database.acquireTimeout" $d.acquireTimeout) }}
+{{ include "hookgate.durationFlag" (list "--db-statement-timeout" "database.statementTimeout" $d.statementTimeout) }}
 - --db-max-connections
 - {{ (kindIs "invalid" $own | ternary $d.maxConnections $own) | quote }}
+{{- end }}
+
+{{/*
+The range of every duration flag the chart passes, both ends included: a copy of the binary's
+(src/cli/args/bounds.rs), which tests/it/crd.rs keeps equal. A value outside it would stop the pod
+at start; checking it here fails `helm install` instead, naming the value.
+*/}}
+{{- define "hookgate.durationRanges" -}}
+--db-acquire-timeout: [100ms, 1d]
+--db-statement-timeout: [10ms, 1d]
+--header-timeout: [1ms, 1h]
+--body-timeout: [1ms, 1h]
+--commit-window: [0s, 1s]
+--dedupe-cache-ttl: [0s, 30d]
+--lease: [1s, 1d]
+--poll: [10ms, 1h]
+--grace: [0s, 1h]
+{{- end }}
+
+{{/*
+A duration in nanoseconds, as a float (exact up to 104 days; the ranges end well before): the
+units the schema's duration patterns allow, summed over groups as in 1h30m.
+*/}}
+{{- define "hookgate.nanoseconds" -}}
+{{- $unit := dict "ns" 1.0 "us" 1e3 "ms" 1e6 "s" 1e9 "m" 6e10 "h" 3.6e12 "d" 8.64e13 -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "[0-9]+[a-z]+" (toString .) -1 -}}
+{{- $n := regexFind "^[0-9]+" . -}}
+{{- $u := trimPrefix $n . -}}
+{{- if not (hasKey $unit $u) -}}
+{{- fail (printf "hookgate chart: %q is not a duration of ns, us, ms, s, m, h or d" .) -}}
+{{- end -}}
+{{- $total = addf $total (mulf (float64 $n) (get $unit $u)) -}}
+{{- end -}}
+{{- $total -}}
+{{- end }}
+
+{{/*
+A duration flag and its value, as two args: (list "--flag" "values.key" value). Fails the render
+when the value is outside the flag's range, with the binary's wording and the value's name.
+*/}}
+{{- define "hookgate.durationFlag" -}}
+{{- $flag := index . 0 -}}
+{{- $key := index . 1 -}}
+{{- $value := toString (index . 2) -}}
+{{- $range := get (include "hookgate.durationRanges" . | fromYaml) $flag -}}
+{{- if not $range -}}
+{{- fail (printf "hookgate chart: %s has no range in hookgate.durationRanges" $flag) -}}
+{{- end -}}
+{{- $ns := include "hookgate.nanoseconds" $value | float64 -}}
+{{- $min := include "hookgate.nanoseconds" (index $range 0) | float64 -}}
+{{- $max := include "hookgate.nanoseconds" (index $range 1) | float64 -}}
+{{- if or (lt $ns $min) (gt $ns $max) -}}
+{{- fail (printf "%s must be from %s to %s, got %s (the pods' %s would refuse it at start)" $key (index $range 0) (index $range 1) $value $flag) -}}
+{{- end -}}
+- {{ $flag }}
+- {{ $value | quote }}
 {{- end }}
 
 {{/* Environment shared by the long-running roles. */}}

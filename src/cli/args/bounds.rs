@@ -85,6 +85,26 @@ pub const DURATIONS: [Span; 10] = [
 /// fewer than the permits a semaphore can hold.
 pub const MAX_LISTENER_COUNT: usize = 1_000_000;
 
+/// The range of every count flag, both ends included, for the tests (and the chart's, which
+/// `tests/it/crd.rs` holds to it); each flag's own check uses the same constants.
+pub const COUNTS: [(&str, usize, usize); 7] = [
+    ("--max-connections", 1, MAX_LISTENER_COUNT),
+    ("--max-in-flight", 1, MAX_LISTENER_COUNT),
+    ("--commit-batch", 1, crate::inbox::MAX_BATCH),
+    (
+        "--commit-concurrency",
+        1,
+        crate::inbox::MAX_COMMIT_CONCURRENCY,
+    ),
+    ("--dedupe-cache-mib", 0, crate::inbox::MAX_DEDUPE_CACHE_MIB),
+    (
+        "--handoff-events",
+        0,
+        crate::worker::defaults::MAX_HANDOFF_EVENTS,
+    ),
+    ("--concurrency", 1, crate::worker::defaults::MAX_CONCURRENCY),
+];
+
 /// `value` when it is from 1 to [`MAX_LISTENER_COUNT`], or an error naming the flag.
 pub fn listener_count(flag: &str, value: usize) -> anyhow::Result<usize> {
     count(flag, value, 1, MAX_LISTENER_COUNT)
@@ -151,18 +171,7 @@ mod tests {
 
     #[test]
     fn every_count_flag_takes_both_ends_and_refuses_past_them_naming_the_flag() {
-        for (flag, min, max) in [
-            ("--max-connections", 1, MAX_LISTENER_COUNT),
-            ("--max-in-flight", 1, MAX_LISTENER_COUNT),
-            ("--commit-batch", 1, crate::inbox::MAX_BATCH),
-            ("--dedupe-cache-mib", 0, crate::inbox::MAX_DEDUPE_CACHE_MIB),
-            (
-                "--handoff-events",
-                0,
-                crate::worker::defaults::MAX_HANDOFF_EVENTS,
-            ),
-            ("--concurrency", 1, crate::worker::defaults::MAX_CONCURRENCY),
-        ] {
+        for (flag, min, max) in COUNTS {
             for inside in [min, max] {
                 let taken = standalone(flag, &inside.to_string());
                 assert!(taken.is_ok(), "{flag} {inside}: {taken:?}");

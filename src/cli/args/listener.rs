@@ -95,7 +95,7 @@ pub struct CommitArgs {
     /// Most events committed in one transaction (1-1000).
     #[arg(long, default_value_t = 64, env = "HOOKGATE_COMMIT_BATCH")]
     pub commit_batch: usize,
-    /// Transactions in flight at once [default: 1].
+    /// Transactions in flight at once (1-1000) [default: 1].
     #[arg(long, env = "HOOKGATE_COMMIT_CONCURRENCY")]
     pub commit_concurrency: Option<usize>,
     /// MiB of memory for the keys this receiver committed recently, whose retries (same id, same
@@ -114,9 +114,6 @@ impl CommitArgs {
         &self,
         db: crate::inbox::DbLimits,
     ) -> anyhow::Result<crate::inbox::GroupCommitConfig> {
-        if self.commit_concurrency == Some(0) {
-            bail!("--commit-concurrency must be at least 1");
-        }
         let max_mib = crate::inbox::MAX_DEDUPE_CACHE_MIB;
         let mib = bounds::count("--dedupe-cache-mib", self.dedupe_cache_mib, 0, max_mib)?;
         Ok(crate::inbox::GroupCommitConfig {
@@ -127,7 +124,13 @@ impl CommitArgs {
                 1,
                 crate::inbox::MAX_BATCH,
             )?,
-            concurrency: self.commit_concurrency,
+            concurrency: self
+                .commit_concurrency
+                .map(|n| {
+                    let max = crate::inbox::MAX_COMMIT_CONCURRENCY;
+                    bounds::count("--commit-concurrency", n, 1, max)
+                })
+                .transpose()?,
             db,
             recent: crate::inbox::RecentConfig {
                 bytes: mib << 20,
