@@ -3,6 +3,7 @@
 //! their I/O: locks, the HTTP call, completions and metrics.
 
 use super::ordering::{self, Entry, Lock, Verdict};
+use super::parked::Slot;
 use super::retry::{self, AttemptResult, Outcome, Unconfigured};
 use super::{Worker, deliver};
 use crate::inbox::{Advance, Attempt, Claimed, Completion};
@@ -10,7 +11,6 @@ use crate::metrics::Metrics;
 use crate::route::target::DeliveryTarget;
 use chrono::Utc;
 use std::time::Instant;
-use tokio::sync::OwnedSemaphorePermit;
 
 /// A resource lock this delivery holds until its outcome is recorded.
 struct Held {
@@ -39,7 +39,9 @@ impl Worker {
     /// Once answered, the event also sheds its body and headers: the outcome is written without
     /// them, so the events waiting on that commit (the pool holds up to
     /// [`HELD_PER_SLOT`](super::defaults::HELD_PER_SLOT) times the slots) hold little memory.
-    pub(crate) async fn deliver_in(&self, mut event: Claimed, slot: Option<OwnedSemaphorePermit>) {
+    /// The slot says whether the attempt timed out: how the pool tells a stuck destination from
+    /// a busy one (`super::fair`).
+    pub(crate) async fn deliver_in(&self, mut event: Claimed, mut slot: Option<Slot>) {
         let Some(target) = self.inner.targets.load().get(&event.integration).cloned() else {
             return self.unconfigured(&event).await;
         };
@@ -47,6 +49,9 @@ impl Worker {
             return;
         };
         let (result, attempt) = self.attempt(&event, &target).await;
+        if let (Some(slot), AttemptResult::Timeout) = (slot.as_mut(), &result) {
+            slot.timed_out();
+        }
         drop(slot);
         event.shed_payload();
         let event = &event;

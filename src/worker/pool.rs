@@ -2,13 +2,16 @@
 //! bounded number of tasks, and on shutdown give in-flight deliveries the grace period before
 //! releasing their claims.
 
+use super::defaults::STALL;
+use super::fair::{Fair, Turn};
+use super::parked::{Slot, Starts, lock};
 use super::slots::{Share, claim_now, lease_left_for_an_attempt, quarter};
 use super::{Stopped, Worker, janitor};
 use crate::inbox::{Claimed, Handed, Inbox};
 use crate::metrics::Metrics;
 use chrono::Utc;
 use futures::FutureExt;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -25,6 +28,9 @@ impl Worker {
         // Each task says whether its event was handed over (true) or claimed.
         let mut tasks: JoinSet<bool> = JoinSet::new();
         let mut share = Share::new(cfg.concurrency);
+        let fair = Arc::new(Mutex::new(Fair::new(cfg.concurrency)));
+        // Events whose integration holds its most slots, waiting for one of them: (event, handed).
+        let mut parked: VecDeque<(Claimed, bool)> = VecDeque::new();
         let janitor = tokio::spawn(janitor::run(
             self.inner.inbox.clone(),
             self.clone(),
@@ -61,11 +67,21 @@ impl Worker {
                 share.events_waiting();
                 cursor.events_stored();
             }
+            let mut deferred: Vec<(Claimed, Duration)> = Vec::new();
+            self.start_parked(&mut Starts {
+                tasks: &mut tasks,
+                in_flight: &in_flight,
+                fair: &fair,
+                permits: &permits,
+                share: &mut share,
+                parked: &mut parked,
+                deferred: &mut deferred,
+            });
             // Handed-over events are leased already: they take free slots before any claim,
             // up to their share while claims find events waiting, and within the events held
             // like claims, so that a slow database slows hand-overs too.
             while share.may_start_handed()
-                && tasks.len() < held_limit(cfg.concurrency)
+                && tasks.len() + parked.len() < held_limit(cfg.concurrency)
                 && let Ok(permit) = permits.clone().try_acquire_owned()
             {
                 let Some(event) = waiting.take().or_else(|| handed.as_mut()?.try_recv()) else {
@@ -77,14 +93,24 @@ impl Worker {
                     tasks.spawn(self.clone().put_back(event));
                     continue;
                 }
-                share.started_handed();
-                self.start(&mut tasks, &in_flight, event, permit, true);
+                let turn = lock(&fair).turn(&event.integration, Instant::now());
+                match turn {
+                    Turn::Start => {
+                        share.started_handed();
+                        let slot = Slot::new(permit, &fair, &event.integration);
+                        self.start(&mut tasks, &in_flight, event, slot, true);
+                    }
+                    Turn::Wait => parked.push_back((event, true)),
+                    Turn::Defer(after) => deferred.push((event, after)),
+                }
             }
-            // Slots come back when destinations answer. Events held (delivering, or having
-            // their outcome written) stay within HELD_PER_SLOT times the slots, so a slow
-            // database slows claiming too.
+            self.defer(&mut tasks, &fair, &mut deferred);
+            // Slots come back when destinations answer. Events held (delivering, having their
+            // outcome written, or waiting for their integration's share) stay within
+            // HELD_PER_SLOT times the slots, so a slow database slows claiming too.
             let slots = permits.available_permits();
-            let free = slots.min(held_limit(cfg.concurrency).saturating_sub(tasks.len()));
+            let held = tasks.len() + parked.len();
+            let free = slots.min(held_limit(cfg.concurrency).saturating_sub(held));
             if !claim_now(free, cfg.concurrency) {
                 // Woken by a task that ended, or by enough slots coming back when the slots
                 // (not events being recorded) are what holds the claim back.
@@ -101,6 +127,8 @@ impl Worker {
                         waiting = Some(event);
                         continue;
                     }
+                    // A parked event's integration may have stalled meanwhile: it is deferred.
+                    _ = tokio::time::sleep(STALL), if !parked.is_empty() => continue,
                 }
             }
             // A cluster worker learns its targets from a watch: an event claimed before the
@@ -127,6 +155,7 @@ impl Worker {
                         waiting = Some(event);
                         continue;
                     }
+                    _ = tokio::time::sleep(STALL), if !parked.is_empty() => continue,
                 }
             }
             let now = Utc::now();
@@ -147,10 +176,24 @@ impl Worker {
                 // start: the cursor holds the next claim back until the poll or a store.
                 continue;
             }
+            let mut deferred = Vec::new();
             for event in batch {
-                let permit = slot(&permits).await;
-                self.start(&mut tasks, &in_flight, event, permit, false);
+                let turn = lock(&fair).turn(&event.integration, Instant::now());
+                match turn {
+                    Turn::Start => {}
+                    Turn::Wait => {
+                        parked.push_back((event, false));
+                        continue;
+                    }
+                    Turn::Defer(after) => {
+                        deferred.push((event, after));
+                        continue;
+                    }
+                }
+                let slot = Slot::new(slot(&permits).await, &fair, &event.integration);
+                self.start(&mut tasks, &in_flight, event, slot, false);
             }
+            self.defer(&mut tasks, &fair, &mut deferred);
         }
         janitor.abort();
         gauges.abort();
@@ -176,6 +219,7 @@ impl Worker {
             .map(|(_, c)| c)
             .collect();
         left.extend(waiting);
+        left.extend(parked.into_iter().map(|(event, _)| event));
         if let Some(mut h) = handed {
             // Events handed over and not started, and those of inserts still committing (they
             // give up by the database deadline): released, so they need not wait for the lease.
@@ -197,12 +241,12 @@ impl Worker {
 impl Worker {
     /// Delivers `event` on a task of its own in the slot `permit`, keeping its claim in
     /// `in_flight` until it ends.
-    fn start(
+    pub(super) fn start(
         &self,
         tasks: &mut JoinSet<bool>,
         in_flight: &Arc<Mutex<HashMap<i64, Claimed>>>,
         event: Claimed,
-        permit: OwnedSemaphorePermit,
+        slot: Slot,
         handed: bool,
     ) {
         in_flight
@@ -212,14 +256,14 @@ impl Worker {
         let (worker, in_flight) = (self.clone(), in_flight.clone());
         tasks.spawn(async move {
             let id = event.id;
-            worker.deliver_in(event, Some(permit)).await;
+            worker.deliver_in(event, Some(slot)).await;
             in_flight.lock().expect("lock poisoned").remove(&id);
             handed
         });
     }
 
     /// Gives a handed-over event back for a claim in due order (not counted as an attempt).
-    async fn put_back(self, event: Claimed) -> bool {
+    pub(super) async fn put_back(self, event: Claimed) -> bool {
         match self.inner.inbox.release(&event, Utc::now()).await {
             // The pool's claim may have run before this commit and gone idle: it would find the
             // event only at its next poll.

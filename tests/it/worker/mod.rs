@@ -8,6 +8,7 @@
 //! shutdown, start-up, leases and integrations that disappear; and `setup` the harness they
 //! share. Retention is in `janitor.rs`, the claims' plans in `query_plans.rs`.
 
+mod fairness;
 mod lifecycle;
 mod outcomes;
 mod setup;
