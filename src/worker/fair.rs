@@ -1,21 +1,23 @@
 //! Each integration's share of a pool's delivery slots, free of I/O so that the rule is tested on
 //! its own. Workers take due events oldest first, whatever their integration: without a share, an
-//! integration whose destination hangs holds every slot until its timeout, and every other
-//! integration's events wait behind its own (README, "Delivery").
+//! integration whose destination hangs holds every slot until its timeout, wave after wave, and
+//! every other integration's events wait behind its own (README, "Delivery").
 //!
-//! No integration holds more than three quarters of the slots the others leave it ([`cap`]): a
-//! stuck destination leaves the rest a quarter, a second one a quarter of that. Past that, its next
-//! event waits in memory while its deliveries keep ending (a busy destination frees a slot within
-//! moments), and goes back to the inbox, not counted as an attempt, once none has ended for
-//! [`STALL`]: deferred for as long as the destination has been stuck (its attempts timing out),
-//! at least [`STALL`] and at most [`DEFER_MAX`]. A destination down for an hour then costs each
-//! of its events a few deferrals, not one a second.
+//! An integration whose deliveries keep ending may use every free slot: a busy destination frees
+//! one within moments, and a cap would only slow a pool that delivers for one integration. The
+//! share binds an integration that is stuck (its last delivery to end timed out) or quiet (none
+//! has ended for [`STALL`] while it held its share): it then holds at most three quarters of the
+//! slots the others leave it ([`cap`]), so a stuck destination leaves the rest a quarter, a second
+//! one a quarter of that. Past its share, its next event waits in memory while some of its
+//! deliveries still end, and goes back to the inbox, not counted as an attempt, once none has for
+//! [`STALL`]: deferred for as long as it has been stuck or quiet, at least [`STALL`] and at most
+//! [`DEFER_MAX`], so an hour's outage costs each of its events a few rewrites, not one a second.
 
 use super::defaults::{DEFER_MAX, STALL};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-/// The most slots one integration holds when the others leave it `left`: all but a quarter
+/// The most slots a bound integration holds when the others leave it `left`: all but a quarter
 /// (rounded up), at least one.
 pub(super) fn cap(left: usize) -> usize {
     left.saturating_sub(super::slots::quarter(left)).max(1)
@@ -25,7 +27,7 @@ pub(super) fn cap(left: usize) -> usize {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Turn {
     Start,
-    /// In memory, until the integration has a slot again.
+    /// In memory, until the integration has a slot within its share again.
     Wait,
     /// Back to the inbox, due again after this long.
     Defer(Duration),
@@ -34,8 +36,8 @@ pub(super) enum Turn {
 #[derive(Debug)]
 struct Entry {
     held: usize,
-    /// When it last started a delivery.
-    last_start: Instant,
+    /// When it last went from holding no slot to holding one.
+    busy_since: Instant,
     /// When one of its deliveries last ended, however.
     last_end: Option<Instant>,
     /// Its first attempt to time out since one last ended otherwise.
@@ -70,15 +72,16 @@ impl Fair {
         else {
             return Turn::Start;
         };
-        let since = e.last_end.map_or(e.last_start, |end| end.max(e.last_start));
+        let since = e.last_end.map_or(e.busy_since, |end| end.max(e.busy_since));
         let quiet = now.saturating_duration_since(since);
-        if quiet < STALL {
-            return Turn::Wait;
+        match (e.stuck_since, quiet >= STALL) {
+            (None, false) => Turn::Start,
+            (Some(_), false) => Turn::Wait,
+            (stuck, true) => {
+                let stuck = stuck.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+                Turn::Defer(quiet.max(stuck).clamp(STALL, DEFER_MAX))
+            }
         }
-        let stuck = e
-            .stuck_since
-            .map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
-        Turn::Defer(quiet.max(stuck).clamp(STALL, DEFER_MAX))
     }
 
     fn cap_of(&self, e: &Entry) -> usize {
@@ -92,14 +95,16 @@ impl Fair {
             Some(e) => e,
             None => self.by.entry(integration.to_owned()).or_insert(Entry {
                 held: 0,
-                last_start: now,
+                busy_since: now,
                 last_end: None,
                 stuck_since: None,
                 reported: false,
             }),
         };
+        if e.held == 0 {
+            e.busy_since = now;
+        }
         e.held += 1;
-        e.last_start = now;
     }
 
     /// One of its deliveries ended; `timed_out` when the destination never answered in time.
@@ -121,9 +126,7 @@ impl Fair {
             self.by.remove(integration);
         }
     }
-}
 
-impl Fair {
     /// Whether this is the integration's first deferral since it last made progress: the one a
     /// log line reports.
     pub(super) fn first_deferral(&mut self, integration: &str) -> bool {
@@ -138,110 +141,137 @@ mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
+    const TIMEOUT: Duration = Duration::from_secs(10);
 
-    /// Starts deliveries of `integration` until it is at its share; how many.
-    fn full(f: &mut Fair, integration: &str, at: Instant) -> usize {
+    /// Starts deliveries of `integration` at `at` while its turn is to start, at most `most`.
+    fn fill(f: &mut Fair, integration: &str, at: Instant, most: usize) -> usize {
         let mut n = 0;
-        while f.turn(integration, at) == Turn::Start {
+        while n < most && f.turn(integration, at) == Turn::Start {
             f.started(integration, at);
             n += 1;
         }
         n
     }
 
+    /// `integration` has had `n` deliveries time out at `at`: stuck from then on.
+    fn stuck(f: &mut Fair, integration: &str, at: Instant, n: usize) {
+        for _ in 0..n {
+            f.started(integration, at - TIMEOUT);
+        }
+        for _ in 0..n {
+            f.ended(integration, true, at);
+        }
+    }
+
     #[test]
-    fn no_integration_holds_more_than_three_quarters_of_the_slots() {
-        for (concurrency, most) in [(1, 1), (2, 1), (4, 3), (8, 6), (32, 24), (10_000, 7_500)] {
-            assert_eq!(cap(concurrency), most, "{concurrency} slots");
+    fn a_bound_integration_holds_three_quarters_of_what_the_others_leave() {
+        for (left, most) in [
+            (0, 1),
+            (1, 1),
+            (2, 1),
+            (4, 3),
+            (8, 6),
+            (32, 24),
+            (10_000, 7_500),
+        ] {
+            assert_eq!(cap(left), most, "{left} slots left");
         }
         let t = Instant::now();
         let mut f = Fair::new(32);
-        assert_eq!(full(&mut f, "a", t), 24);
-        assert_eq!(f.turn("a", t), Turn::Wait, "a holds 24 of 32");
+        stuck(&mut f, "a", t, 1);
+        assert_eq!(fill(&mut f, "a", t, 32), 24, "stuck: 24 of 32");
+        assert_eq!(f.turn("a", t), Turn::Wait);
         assert_eq!(f.turn("b", t), Turn::Start, "the other quarter is b's");
         f.ended("a", false, t + MS);
-        assert_eq!(f.turn("a", t + MS), Turn::Start, "a slot of a's ended");
+        assert_eq!(
+            f.turn("a", t + MS),
+            Turn::Start,
+            "an answer: a is free again"
+        );
     }
 
     #[test]
     fn a_second_stuck_integration_takes_three_quarters_of_what_the_first_left() {
         let t = Instant::now();
         let mut f = Fair::new(32);
-        assert_eq!(full(&mut f, "a", t), 24);
-        assert_eq!(full(&mut f, "b", t), 6, "three quarters of 8");
-        assert_eq!(full(&mut f, "c", t), 1, "of 2");
-        assert_eq!(full(&mut f, "d", t), 1, "the last one: at least one each");
-        assert_eq!(f.total, 32);
+        for name in ["a", "b", "c", "d"] {
+            stuck(&mut f, name, t, 1);
+        }
+        assert_eq!(fill(&mut f, "a", t, 32), 24);
+        assert_eq!(fill(&mut f, "b", t, 32), 6, "three quarters of 8");
+        assert_eq!(fill(&mut f, "c", t, 32), 1, "of 2");
         assert_eq!(
-            f.turn("a", t + STALL),
-            Turn::Defer(STALL),
-            "a holds more than its share of what the others leave, and is stuck"
+            fill(&mut f, "d", t, 32),
+            1,
+            "the last one: at least one each"
         );
+        assert_eq!(f.total, 32);
     }
 
     #[test]
-    fn a_busy_integration_waits_in_memory_while_its_deliveries_keep_ending() {
+    fn an_integration_whose_deliveries_keep_ending_may_take_every_slot() {
         let t = Instant::now();
         let mut f = Fair::new(8);
-        assert_eq!(full(&mut f, "a", t), 6);
+        assert_eq!(
+            fill(&mut f, "a", t, 100),
+            100,
+            "a burst: nothing has ended yet"
+        );
         let mut now = t;
         for _ in 0..20 {
             now += STALL / 2;
             f.ended("a", false, now);
+            assert_eq!(f.turn("a", now + STALL / 2 - MS), Turn::Start);
             f.started("a", now);
-            assert_eq!(f.turn("a", now + STALL / 2 - MS), Turn::Wait);
         }
     }
 
     #[test]
-    fn an_integration_whose_deliveries_stop_ending_is_deferred_for_longer_the_longer_it_is_stuck() {
+    fn an_integration_none_of_whose_deliveries_ends_is_bound_after_a_second() {
         let t = Instant::now();
         let mut f = Fair::new(8);
-        full(&mut f, "a", t);
-        assert_eq!(f.turn("a", t + STALL - MS), Turn::Wait);
-        assert_eq!(f.turn("a", t + STALL), Turn::Defer(STALL));
-        assert_eq!(
-            f.turn("a", t + 3 * STALL),
-            Turn::Defer(3 * STALL),
-            "as long as nothing ended"
-        );
-        // Its attempts time out at 10 s and it fills its slots again at once: it is stuck since
-        // the first timeout, and each refill is deferred for longer.
+        assert_eq!(fill(&mut f, "a", t, 6), 6);
+        assert_eq!(f.turn("a", t + STALL - MS), Turn::Start, "not quiet yet");
+        assert_eq!(f.turn("a", t + STALL), Turn::Defer(STALL), "quiet");
+        assert_eq!(f.turn("a", t + 3 * STALL), Turn::Defer(3 * STALL));
+        assert_eq!(f.turn("b", t + 3 * STALL), Turn::Start);
+    }
+
+    #[test]
+    fn a_stuck_integration_is_deferred_for_longer_the_longer_it_stays_stuck() {
+        let t = Instant::now();
+        let mut f = Fair::new(8);
+        // Its attempts time out every 10 s and it fills its share again at once.
         let mut now = t;
         for wave in 1..=30u32 {
-            now = t + Duration::from_secs(10) * wave;
-            for _ in 0..6 {
-                f.ended("a", true, now);
-            }
-            assert_eq!(f.turn("a", now), Turn::Start, "its slots ended");
-            full(&mut f, "a", now);
-            let stuck = now + STALL - t - Duration::from_secs(10);
+            now = t + TIMEOUT * wave;
+            stuck(&mut f, "a", now, 6);
+            assert_eq!(fill(&mut f, "a", now, 8), 6, "wave {wave}: its share");
+            assert_eq!(
+                f.turn("a", now + STALL - MS),
+                Turn::Wait,
+                "ended a moment ago"
+            );
+            let since_first_timeout = now + STALL - (t + TIMEOUT);
             assert_eq!(
                 f.turn("a", now + STALL),
-                Turn::Defer(stuck.clamp(STALL, DEFER_MAX)),
+                Turn::Defer(since_first_timeout.clamp(STALL, DEFER_MAX)),
                 "wave {wave}"
             );
+            for _ in 0..6 {
+                f.ended("a", true, now + TIMEOUT - MS);
+            }
         }
+        assert_eq!(f.turn("a", now + Duration::from_secs(3600)), Turn::Start);
+        assert_eq!(fill(&mut f, "a", now + TIMEOUT, 8), 6);
         assert_eq!(
-            f.turn("a", now + Duration::from_secs(3600)),
+            f.turn("a", now + TIMEOUT + Duration::from_secs(3600)),
             Turn::Defer(DEFER_MAX)
         );
-        assert_eq!(f.turn("b", now), Turn::Start, "b is never held back by a");
         // One answer and it is no longer stuck.
-        f.ended("a", false, now + STALL);
-        f.started("a", now + STALL);
-        assert_eq!(f.turn("a", now + STALL), Turn::Wait);
-    }
-
-    #[test]
-    fn a_burst_after_a_quiet_spell_waits_rather_than_being_deferred() {
-        let t = Instant::now();
-        let mut f = Fair::new(8);
-        f.started("a", t);
-        f.ended("a", false, t + MS);
-        let later = t + Duration::from_secs(600);
-        full(&mut f, "a", later);
-        assert_eq!(f.turn("a", later + MS), Turn::Wait);
+        f.ended("a", false, now + TIMEOUT + STALL);
+        f.started("a", now + TIMEOUT + STALL);
+        assert_eq!(f.turn("a", now + TIMEOUT + STALL), Turn::Start);
     }
 
     #[test]
@@ -255,18 +285,24 @@ mod tests {
         assert!(!f.by.contains_key("a"));
         assert!(f.by["b"].stuck_since.is_some(), "b timed out: kept");
         f.ended("gone", false, t);
-        assert_eq!(f.by.len(), 1, "an end without a start changes nothing");
+        assert_eq!(
+            (f.by.len(), f.total),
+            (1, 0),
+            "an end without a start changes nothing"
+        );
     }
 
     #[test]
     fn a_deferral_is_reported_once_until_the_integration_makes_progress() {
         let t = Instant::now();
         let mut f = Fair::new(4);
-        full(&mut f, "a", t);
+        stuck(&mut f, "a", t, 1);
         assert!(f.first_deferral("a"));
         assert!(!f.first_deferral("a"));
-        f.ended("a", true, t + STALL);
+        stuck(&mut f, "a", t + STALL, 1);
         assert!(!f.first_deferral("a"), "a timeout is no progress");
+        f.started("a", t + STALL);
+        f.started("a", t + STALL);
         f.ended("a", false, t + STALL);
         assert!(f.first_deferral("a"), "an answer was");
         assert!(!f.first_deferral("b"), "b holds nothing");
