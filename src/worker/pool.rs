@@ -239,8 +239,8 @@ impl Worker {
 }
 
 impl Worker {
-    /// Delivers `event` on a task of its own in the slot `permit`, keeping its claim in
-    /// `in_flight` until it ends.
+    /// Delivers `event` on a task of its own in `slot`, keeping its claim in `in_flight` until it
+    /// ends.
     pub(super) fn start(
         &self,
         tasks: &mut JoinSet<bool>,

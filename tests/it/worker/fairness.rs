@@ -37,6 +37,43 @@ async fn stuck_and_healthy(inbox: Inbox) -> (Setup, Destination) {
     (Setup::with_yaml(inbox, healthy, &yaml), stuck)
 }
 
+/// 8 slots, a lease long enough for the stuck destination's 2 s attempts, a short grace.
+fn eight_slots(s: &Setup, poll: Duration) -> Worker {
+    s.worker_with(WorkerConfig {
+        concurrency: 8,
+        lease: Duration::from_secs(20),
+        poll,
+        grace: Duration::from_millis(200),
+        ..cfg()
+    })
+}
+
+/// `w/orders` gets 5 events and delivers them within seconds while `w/stuck` holds its share;
+/// then `n` of `w/stuck`'s events `ids` are deferred, and its destination saw 14 attempts: its
+/// first wave of 8, then its share of 6.
+async fn the_others_deliver_and_the_rest_is_deferred(
+    s: &Setup,
+    stuck: &Destination,
+    ids: std::ops::Range<usize>,
+    n: usize,
+) {
+    for i in 0..5 {
+        s.event("w/orders", &format!("order-{i}"), "{}").await;
+    }
+    let delivered = s.dest.wait_for(5, Duration::from_secs(6)).await;
+    assert_eq!(delivered.len(), 5, "w/orders delivers through 2 of the 8");
+    assert_eq!(
+        deferred(s, ids, n).await,
+        n,
+        "all but 8 timed out and 6 in flight"
+    );
+    assert_eq!(
+        stuck.received().len(),
+        14,
+        "8, then never more than its share"
+    );
+}
+
 /// Waits (10 s at most) until `n` of `w/stuck`'s events `stuck-{from}` to `stuck-{to - 1}` were
 /// given back to the inbox for later: `pending`, no attempt counted, due in the future. How many.
 async fn deferred(s: &Setup, ids: std::ops::Range<usize>, n: usize) -> usize {
@@ -68,30 +105,10 @@ async fn a_stuck_destination_holds_three_quarters_of_the_slots_and_the_others_de
     for i in 0..40 {
         s.event("w/stuck", &format!("stuck-{i}"), "{}").await;
     }
-    let w = s.worker_with(WorkerConfig {
-        concurrency: 8,
-        lease: Duration::from_secs(20),
-        grace: Duration::from_millis(200),
-        ..cfg()
-    });
-    let running = crate::common::running::start([w]);
+    let running = crate::common::running::start([eight_slots(&s, cfg().poll)]);
     assert_eq!(stuck.wait_for(8, Duration::from_secs(10)).await.len(), 8);
-    for i in 0..5 {
-        s.event("w/orders", &format!("order-{i}"), "{}").await;
-    }
-    let delivered = s.dest.wait_for(5, Duration::from_secs(6)).await;
-    assert_eq!(delivered.len(), 5, "w/orders delivers through 2 of the 8");
     // Past the stall, what w/stuck has beyond its 6 goes back to the inbox, uncounted, for later.
-    assert_eq!(
-        deferred(&s, 0..40, 26).await,
-        26,
-        "40 - 8 timed out - 6 in flight"
-    );
-    assert_eq!(
-        stuck.received().len(),
-        14,
-        "8, then never more than its share"
-    );
+    the_others_deliver_and_the_rest_is_deferred(&s, &stuck, 0..40, 26).await;
     running.stop().await;
 }
 
@@ -100,38 +117,14 @@ async fn a_stuck_destination_holds_three_quarters_of_the_slots_and_the_others_de
 /// other integration's are delivered.
 async fn handed_over_events_past_a_stuck_integrations_share_go_back_to_the_inbox(inbox: Inbox) {
     let (mut s, stuck) = stuck_and_healthy(inbox).await;
-    let w = s.worker_with(WorkerConfig {
-        concurrency: 8,
-        lease: Duration::from_secs(20),
-        poll: Duration::from_secs(3600),
-        grace: Duration::from_millis(200),
-        ..cfg()
-    });
-    let (w, end) = w.with_handoff();
+    let (w, end) = eight_slots(&s, Duration::from_secs(3600)).with_handoff();
     s.h.receiver = s.h.receiver.clone().with_handoff(end);
     let running = crate::common::running::start([w]);
     for i in 0..20 {
         s.event("w/stuck", &format!("stuck-{i}"), "{}").await;
     }
     assert_eq!(stuck.wait_for(8, Duration::from_secs(10)).await.len(), 8);
-    for i in 0..5 {
-        s.event("w/orders", &format!("order-{i}"), "{}").await;
-    }
-    assert_eq!(
-        s.dest.wait_for(5, Duration::from_secs(6)).await.len(),
-        5,
-        "w/orders is handed over and delivered through 2 of the 8 slots"
-    );
-    assert_eq!(
-        deferred(&s, 0..20, 6).await,
-        6,
-        "20 - 8 timed out - 6 in flight"
-    );
-    assert_eq!(
-        stuck.received().len(),
-        14,
-        "8, then never more than its share"
-    );
+    the_others_deliver_and_the_rest_is_deferred(&s, &stuck, 0..20, 6).await;
     running.stop().await;
 }
 
