@@ -26,6 +26,8 @@ pub struct Metrics {
     pub dedupe_conflicts: Family<IntegrationLabels, Counter>,
     pub deliveries: Family<OutcomeLabels, Counter>,
     pub ordering_ungated: Family<IntegrationLabels, Counter>,
+    /// Events given back to the inbox, uncounted, while their integration was stuck (`worker::fair`).
+    pub deferred: Family<IntegrationLabels, Counter>,
     pub delivery_duration: Histograms,
     pub completion_latency: Histograms,
     pub inbox_events: Family<StatusLabels, Gauge>,
@@ -71,6 +73,7 @@ impl Metrics {
             dedupe_conflicts: Family::default(),
             deliveries: Family::default(),
             ordering_ungated: Family::default(),
+            deferred: Family::default(),
             delivery_duration: Family::new_with_constructor(delivery_buckets),
             completion_latency: Family::new_with_constructor(completion_buckets),
             inbox_events: Family::default(),

@@ -43,6 +43,11 @@ pub(super) fn registry(m: &Metrics) -> Registry {
         m.ordering_ungated.clone(),
     );
     r.register(
+        "deliveries_deferred",
+        "Events given back to the inbox without an attempt while their integration held its share of the delivery slots and its destination did not answer",
+        m.deferred.clone(),
+    );
+    r.register(
         "delivery_duration_seconds",
         "Duration of one delivery attempt",
         m.delivery_duration.clone(),

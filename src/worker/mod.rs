@@ -282,5 +282,10 @@ impl Worker {
 fn declare_series(metrics: &Metrics, targets: &Targets) {
     for integration in targets.keys() {
         Metrics::declare_outcomes(&metrics.deliveries, integration, &event::OUTCOMES);
+        let _ = metrics
+            .deferred
+            .get_or_create(&crate::metrics::IntegrationLabels {
+                integration: integration.clone(),
+            });
     }
 }

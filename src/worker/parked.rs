@@ -6,6 +6,7 @@ use super::Worker;
 use super::fair::{Fair, Turn};
 use super::slots::{Share, lease_left_for_an_attempt};
 use crate::inbox::Claimed;
+use crate::metrics::Metrics;
 use chrono::Utc;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -114,6 +115,7 @@ impl Worker {
         }
         let mut groups: HashMap<Duration, Vec<Claimed>> = HashMap::new();
         for (event, after) in deferred.drain(..) {
+            Metrics::count(&self.inner.metrics.deferred, &event.integration);
             if lock(fair).first_deferral(&event.integration) {
                 tracing::warn!(integration = %event.integration, deferred_for = ?after, "the integration holds its most delivery slots and none has ended for a while: its further events wait in the inbox");
             }

@@ -47,6 +47,7 @@ DASHBOARD_METRICS = {
     "hookgate_dedupe_conflicts_total",
     "hookgate_delivery_attempts_total",
     "hookgate_ordering_ungated_total",
+    "hookgate_deliveries_deferred_total",
     "hookgate_inbox_events",
     "hookgate_inbox_oldest_pending_seconds",
     "hookgate_delivery_duration_seconds_bucket",

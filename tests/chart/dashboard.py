@@ -147,6 +147,11 @@ def build():
         ("Ordering: ungated deliveries",
          "Events of an ordered integration delivered without the ordering gate (hookgate_ordering_ungated_total).",
          [(f"sum by (integration) (rate(hookgate_ordering_ungated_total{{{F}}}{R}))", "{{integration}}")]),
+        ("Stuck destinations: deferred events",
+         "hookgate_deliveries_deferred_total: events given back to the inbox without an attempt while their "
+         "integration held its share of the delivery slots and its destination did not answer. Rising: that "
+         "integration's destination hangs (README, Each integration's share of the slots); the others keep delivering.",
+         [(f"sum by (integration) (rate(hookgate_deliveries_deferred_total{{{F}}}{R}))", "{{integration}}")]),
     ])
     d.row("Inbox and latency")
     d.series([

@@ -72,6 +72,15 @@ async fn the_others_deliver_and_the_rest_is_deferred(
         14,
         "8, then never more than its share"
     );
+    let text = s.metrics.encode();
+    let line = |i: &str| format!("hookgate_deliveries_deferred_total{{integration=\"{i}\"}}");
+    let count = |i: &str| hookgate::metrics::counter_sum(&text, &line(i));
+    // Each deferral counts; an event due again while w/stuck stays stuck is deferred again.
+    assert!(count("w/stuck") >= n as f64, "{}", count("w/stuck"));
+    assert!(
+        text.contains(&format!("{} 0", line("w/orders"))),
+        "declared at zero for every integration:\n{text}"
+    );
 }
 
 /// Waits (10 s at most) until `n` of `w/stuck`'s events `stuck-{from}` to `stuck-{to - 1}` were
