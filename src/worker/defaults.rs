@@ -33,9 +33,10 @@ pub const HANDOFF_BYTES: usize = 32 << 20;
 /// due order than kept waiting in memory. At most an eighth of the lease, so that an event held
 /// never comes near the ¾ of its lease an attempt needs (`worker::slots`).
 pub const HANDOFF_MAX_WAIT: Duration = Duration::from_secs(1);
-/// Not a flag: how long an integration holding its most slots (¾ of them) may go without a
-/// delivery ending before its further events go back to the inbox rather than wait in memory
-/// (`worker::fair`). Deliveries to a working destination end within milliseconds of each other.
+/// Not a flag: how long an integration holding its share of the slots may go without a delivery
+/// ending before the share binds it (if none has timed out yet) and its further events go back to
+/// the inbox rather than wait in memory (`worker::fair`). Deliveries to a working destination end
+/// within milliseconds of each other. A whole number of seconds, as deferrals are.
 pub const STALL: Duration = Duration::from_secs(1);
 /// Not a flag: the longest a stalled integration's event is deferred at once. Deferrals grow with
 /// how long the destination has been stalled, so an hour's outage costs each event a few

@@ -79,7 +79,9 @@ impl Fair {
             (Some(_), false) => Turn::Wait,
             (stuck, true) => {
                 let stuck = stuck.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
-                Turn::Defer(quiet.max(stuck).clamp(STALL, DEFER_MAX))
+                // Whole seconds, so that the events deferred in one pass share one statement.
+                let after = quiet.max(stuck).clamp(STALL, DEFER_MAX);
+                Turn::Defer(Duration::from_secs(after.as_secs()))
             }
         }
     }
@@ -234,6 +236,11 @@ mod tests {
         assert_eq!(f.turn("a", t + STALL - MS), Turn::Start, "not quiet yet");
         assert_eq!(f.turn("a", t + STALL), Turn::Defer(STALL), "quiet");
         assert_eq!(f.turn("a", t + 3 * STALL), Turn::Defer(3 * STALL));
+        assert_eq!(
+            f.turn("a", t + 3 * STALL + 999 * MS),
+            Turn::Defer(3 * STALL),
+            "whole seconds: one statement for a pass's deferrals"
+        );
         assert_eq!(f.turn("b", t + 3 * STALL), Turn::Start);
     }
 
