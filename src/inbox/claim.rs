@@ -1,4 +1,4 @@
-//! Claiming due events as leases: the statements (each walks a partial index, never the inbox)
+//! Claiming due events as leases: the statements (each walks partial indexes, never the inbox)
 //! and the rows they return. What a worker does with a claim is in `delivery`.
 
 use super::Inbox;
@@ -58,23 +58,11 @@ impl Claimed {
     }
 }
 
-/// Leases rows whose lease expired, then due rows. Each half walks its own partial index in
-/// order and stops at the limit, so a claim costs the same with 40 or 40 million rows waiting (one
-/// `OR` across both conditions made PostgreSQL scan and sort the whole table on every claim).
-/// Postgres adds `FOR UPDATE SKIP LOCKED` so concurrent workers skip each other's rows; SQLite has
-/// one writer at a time, so the single UPDATE statement is already atomic there.
-macro_rules! claim_sql {
-    ($lock:literal) => {
+/// What a claim sets and returns, the same for every claim.
+macro_rules! claim_update {
+    () => {
         concat!(
-            "WITH expired AS (SELECT id FROM inbox_events ",
-            "WHERE status = 'processing' AND locked_until <= $2 ",
-            "ORDER BY locked_until LIMIT $3",
-            $lock,
-            "), due AS (SELECT id FROM inbox_events ",
-            "WHERE status IN ('pending', 'retry') AND next_attempt_at <= $2 ",
-            "ORDER BY next_attempt_at LIMIT $3",
-            $lock,
-            ") UPDATE inbox_events SET status = 'processing', locked_until = $1, attempts = attempts + 1 ",
+            "UPDATE inbox_events SET status = 'processing', locked_until = $1, attempts = attempts + 1 ",
             "WHERE id IN (SELECT id FROM (SELECT id FROM expired UNION ALL SELECT id FROM due) AS c LIMIT $3) ",
             "RETURNING id, integration, event_id, event_type, headers, content_type, body, ",
             "attempts, locked_until, received_at, signed_at, next_attempt_at"
@@ -82,34 +70,129 @@ macro_rules! claim_sql {
     };
 }
 
-/// Due rows from `$4` on, and no lease expiry. A claimed row keeps its entry in the due index
-/// (pointing at a dead version) until VACUUM reaches the table, and those entries pile up at the
-/// index's oldest end: a claim that always starts there walks every event processed since the
-/// last vacuum (100,000 of them cost a claim 1.5 ms instead of 0.1 ms, measured), which slowed
-/// delivery the longer a backlog lasted. Starting at the oldest row a worker last claimed skips
-/// them. Rows due before that point (an insert that committed late, a lease that expired) are
-/// found by the full claim the pool still makes every second.
-macro_rules! claim_from_sql {
-    ($lock:literal) => {
+/// Rows whose lease expired, oldest expiry first, walking the lease index (`$lock`: the
+/// backend's row lock). A claim that looks for none names this CTE with a false condition.
+macro_rules! expired_cte {
+    ($lock:literal, $when:literal) => {
         concat!(
-            "WITH due AS (SELECT id FROM inbox_events ",
-            "WHERE status IN ('pending', 'retry') AND next_attempt_at <= $2 AND next_attempt_at >= $4 ",
-            "ORDER BY next_attempt_at LIMIT $3",
+            "expired AS (SELECT id FROM inbox_events ",
+            "WHERE status = 'processing' AND locked_until <= $2",
+            $when,
+            " ORDER BY locked_until LIMIT $3",
             $lock,
-            ") UPDATE inbox_events SET status = 'processing', locked_until = $1, attempts = attempts + 1 ",
-            "WHERE id IN (SELECT id FROM due) ",
-            "RETURNING id, integration, event_id, event_type, headers, content_type, body, ",
-            "attempts, locked_until, received_at, signed_at, next_attempt_at"
+            ")"
         )
     };
 }
 
-/// Public so a test can check its plan: it must walk indexes, never scan the inbox.
-pub const CLAIM_PG: &str = claim_sql!(" FOR UPDATE SKIP LOCKED");
-const CLAIM_SQLITE: &str = claim_sql!("");
-/// Public so a test can check its plan, like [`CLAIM_PG`].
-pub const CLAIM_FROM_PG: &str = claim_from_sql!(" FOR UPDATE SKIP LOCKED");
-const CLAIM_FROM_SQLITE: &str = claim_from_sql!("");
+/// The integrations with waiting (pending or retry) events, one index probe each: each step
+/// looks up the first entry of `inbox_events_waiting` past the last name found. The order names
+/// both of its columns so that no other index can serve it: `inbox_events_status (integration,
+/// status)` could, and would walk every event an integration keeps for retention to find that it
+/// has none waiting.
+macro_rules! waiting_cte {
+    () => {
+        concat!(
+            "waiting(integration) AS (",
+            "SELECT (SELECT integration FROM inbox_events WHERE status IN ('pending', 'retry') ",
+            "ORDER BY integration, next_attempt_at LIMIT 1) ",
+            "UNION ALL SELECT (SELECT e.integration FROM inbox_events e ",
+            "WHERE e.status IN ('pending', 'retry') AND e.integration > w.integration ",
+            "ORDER BY e.integration, e.next_attempt_at LIMIT 1) FROM waiting w ",
+            "WHERE w.integration IS NOT NULL)"
+        )
+    };
+}
+
+/// Up to `$3` due events of each integration of `$from` (rows of `integration`, `from_at`),
+/// oldest first, each numbered by its turn within its integration; `$4` lists the integrations
+/// recent claims served, least recently first. PostgreSQL's lock skips the rows another worker's
+/// claim holds, so that concurrent workers take different events.
+macro_rules! heads_pg {
+    ($from:literal) => {
+        concat!(
+            "heads AS (SELECT h.id, h.next_attempt_at, row_number() OVER ",
+            "(PARTITION BY c.integration ORDER BY h.next_attempt_at, h.id) AS turn, ",
+            "array_position(CAST($4 AS TEXT[]), c.integration) AS served FROM ",
+            $from,
+            " CROSS JOIN LATERAL (SELECT e.id, e.next_attempt_at FROM inbox_events e ",
+            "WHERE e.integration = c.integration AND e.status IN ('pending', 'retry') ",
+            "AND e.next_attempt_at <= $2 AND e.next_attempt_at >= c.from_at ",
+            "ORDER BY e.next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED) AS h), ",
+            "due AS (SELECT id FROM heads ",
+            "ORDER BY turn, served NULLS FIRST, next_attempt_at, id LIMIT $3) "
+        )
+    };
+}
+
+/// A claim takes the integrations' due events in turns: the oldest of each integration first,
+/// then the second of each, and so on. Within a turn, the integrations recent claims served least
+/// recently go first (those they did not serve at all before them; then the oldest event), so
+/// that claims of a slot or two at a time take turns too. Oldest first across all integrations,
+/// one integration's backlog of a million events held back every other integration's events until
+/// it was delivered (docs/performance.md, round 33).
+///
+/// A full claim finds every integration with waiting events and starts at each one's oldest,
+/// and takes expired leases first. Each lookup walks an index and stops at its limit, so a claim
+/// costs the same with 40 or 40 million rows waiting (one `OR` across both conditions made
+/// PostgreSQL scan and sort the whole table on every claim). Public so a test can check its plan.
+pub const CLAIM_PG: &str = concat!(
+    "WITH RECURSIVE ",
+    expired_cte!(" FOR UPDATE SKIP LOCKED", ""),
+    ", ",
+    waiting_cte!(),
+    ", ",
+    heads_pg!(
+        "(SELECT integration, CAST('-infinity' AS TIMESTAMPTZ) AS from_at FROM waiting WHERE integration IS NOT NULL) AS c"
+    ),
+    claim_update!()
+);
+
+/// The claim a busy worker makes between full ones: only the integrations of its last claims,
+/// each from the oldest due time it claimed of that integration (`$5`, `$6`: names and times),
+/// and no expired leases. A claimed row keeps its entry in the index (pointing at a dead version)
+/// until VACUUM reaches the table, and those entries pile up at each integration's oldest end: a
+/// claim that always starts there walks every event processed since the last vacuum (100,000 of
+/// them cost a claim 1.5 ms instead of 0.1 ms, measured), which slowed delivery the longer a
+/// backlog lasted. Starting at the oldest row a worker last claimed skips them. Rows due before
+/// that point (an insert that committed late, a lease that expired), and integrations whose
+/// events arrived since, are found by the full claim the pool still makes every second. Public so
+/// a test can check its plan.
+pub const CLAIM_FROM_PG: &str = concat!(
+    "WITH ",
+    expired_cte!("", " AND false"),
+    ", ",
+    heads_pg!("unnest(CAST($5 AS TEXT[]), CAST($6 AS TIMESTAMPTZ[])) AS c(integration, from_at)"),
+    claim_update!()
+);
+
+/// SQLite has one writer at a time, so the single UPDATE statement is atomic without row locks,
+/// and it rewrites index entries in place: no dead entries to skip, so every claim finds every
+/// waiting integration. It has no `LATERAL`: each integration's events are a correlated
+/// subquery's.
+macro_rules! claim_sqlite {
+    ($when:literal) => {
+        concat!(
+            "WITH RECURSIVE ",
+            expired_cte!("", $when),
+            ", ",
+            waiting_cte!(),
+            ", heads AS (SELECT e.id, e.next_attempt_at, row_number() OVER ",
+            "(PARTITION BY e.integration ORDER BY e.next_attempt_at, e.id) AS turn, ",
+            "(SELECT CAST(s.key AS INTEGER) FROM json_each($4) AS s WHERE s.value = w.integration) ",
+            "AS served FROM waiting w JOIN inbox_events e ON e.id IN (SELECT x.id ",
+            "FROM inbox_events x WHERE x.integration = w.integration ",
+            "AND x.status IN ('pending', 'retry') AND x.next_attempt_at <= $2 ",
+            "ORDER BY x.next_attempt_at LIMIT $3)), ",
+            "due AS (SELECT id FROM heads ",
+            "ORDER BY turn, served NULLS FIRST, next_attempt_at, id LIMIT $3) ",
+            claim_update!()
+        )
+    };
+}
+
+const CLAIM_SQLITE: &str = claim_sqlite!("");
+const CLAIM_FROM_SQLITE: &str = claim_sqlite!(" AND 0");
 
 /// The claimed rows, as either backend returns them (a macro: each backend's row type).
 macro_rules! claimed_rows {
@@ -139,45 +222,91 @@ macro_rules! claimed_rows {
 }
 
 impl Inbox {
-    /// Leases up to `limit` due events (and events whose previous lease expired) until `lease_until`.
+    /// Leases up to `limit` due events (and events whose previous lease expired) until
+    /// `lease_until`, the integrations' events in turns.
     pub async fn claim(
         &self,
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
         limit: i64,
     ) -> Result<Vec<Claimed>> {
-        let sql = match self {
-            Inbox::Postgres(_) => CLAIM_PG,
-            Inbox::Sqlite(_) => CLAIM_SQLITE,
-        };
-        backend!(self, pool => {
-            let rows = sqlx::query(sql).bind(lease_until).bind(now).bind(limit).fetch_all(pool).await?;
-            claimed_rows!(rows)
-        })
+        self.claim_after(now, lease_until, limit, &[]).await
     }
 
-    /// Like [`Inbox::claim`], but only rows due at `from` or later, and no expired leases: the
-    /// claim a busy worker makes between full ones (see `claim_from_sql!`).
+    /// Like [`Inbox::claim`], with the integrations recent claims `served`, least recently
+    /// first: within a turn, an integration not listed goes first, then in that order.
+    pub async fn claim_after(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        limit: i64,
+        served: &[String],
+    ) -> Result<Vec<Claimed>> {
+        match self {
+            Inbox::Postgres(pool) => {
+                let rows = sqlx::query(CLAIM_PG)
+                    .bind(lease_until)
+                    .bind(now)
+                    .bind(limit)
+                    .bind(served)
+                    .fetch_all(pool)
+                    .await?;
+                claimed_rows!(rows)
+            }
+            Inbox::Sqlite(pool) => {
+                let rows = sqlx::query(CLAIM_SQLITE)
+                    .bind(lease_until)
+                    .bind(now)
+                    .bind(limit)
+                    .bind(json_list(served))
+                    .fetch_all(pool)
+                    .await?;
+                claimed_rows!(rows)
+            }
+        }
+    }
+
+    /// Like [`Inbox::claim_after`], but only the integrations of `from`, each from its due time
+    /// there on, and no expired leases: the claim a busy worker makes between full ones (see
+    /// [`CLAIM_FROM_PG`]).
     pub async fn claim_due_from(
         &self,
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
         limit: i64,
-        from: DateTime<Utc>,
+        served: &[String],
+        from: &[(String, DateTime<Utc>)],
     ) -> Result<Vec<Claimed>> {
-        let sql = match self {
-            Inbox::Postgres(_) => CLAIM_FROM_PG,
-            Inbox::Sqlite(_) => CLAIM_FROM_SQLITE,
-        };
-        backend!(self, pool => {
-            let rows = sqlx::query(sql)
-                .bind(lease_until)
-                .bind(now)
-                .bind(limit)
-                .bind(from)
-                .fetch_all(pool)
-                .await?;
-            claimed_rows!(rows)
-        })
+        let (names, times): (Vec<&str>, Vec<DateTime<Utc>>) =
+            from.iter().map(|(name, at)| (name.as_str(), *at)).unzip();
+        match self {
+            Inbox::Postgres(pool) => {
+                let rows = sqlx::query(CLAIM_FROM_PG)
+                    .bind(lease_until)
+                    .bind(now)
+                    .bind(limit)
+                    .bind(served)
+                    .bind(names)
+                    .bind(times)
+                    .fetch_all(pool)
+                    .await?;
+                claimed_rows!(rows)
+            }
+            Inbox::Sqlite(pool) => {
+                let rows = sqlx::query(CLAIM_FROM_SQLITE)
+                    .bind(lease_until)
+                    .bind(now)
+                    .bind(limit)
+                    .bind(json_list(served))
+                    .fetch_all(pool)
+                    .await?;
+                claimed_rows!(rows)
+            }
+        }
     }
+}
+
+/// A list of names as a JSON array, for SQLite's `json_each`.
+fn json_list(names: &[String]) -> String {
+    serde_json::to_string(names).expect("a list of strings serializes")
 }

@@ -44,7 +44,7 @@ impl Traffic {
 }
 
 /// The backlog by integration and status. The status test is three ORed terms, one per partial
-/// index's predicate (`inbox_events_due`, `_leases`, `_dead`), so that PostgreSQL reads those
+/// index's predicate (`inbox_events_waiting`, `_leases`, `_dead`), so that PostgreSQL reads those
 /// indexes (a BitmapOr) instead of the table: the cost follows the backlog and the dead letters,
 /// not the processed events kept for retention. `status IN (...)` with all four would be one
 /// array test that no partial index matches, i.e. a scan of the whole inbox. Public so a test can

@@ -1,11 +1,13 @@
 //! Where a busy worker's next claim starts. Pure: the pool asks it which claim to make and tells
 //! it what the claim returned.
 //!
-//! A full claim looks for expired leases and walks the due index from its oldest end, where the
-//! entries of events processed since the last VACUUM pile up; while a backlog lasts, that walk
-//! grows with every event delivered. Between full claims, a worker starts at the oldest due time
-//! it last claimed, past those entries. Rows due before that point are only ever an insert that
-//! committed late, a released event or an expired lease: the next full claim, at most
+//! A full claim looks for expired leases and for every integration with waiting events, and walks
+//! each one's waiting events from its oldest end, where the entries of events processed since the
+//! last VACUUM pile up; while a backlog lasts, that walk grows with every event delivered. Between
+//! full claims, a worker looks only at the integrations claims served in the last [`KEEP`], each
+//! from the oldest due time it last claimed of it, past those entries. Rows due before that point
+//! are only ever an insert that committed late, a released event or an expired lease, and an
+//! integration not served lately is not looked at: the next full claim, at most
 //! [`FULL_CLAIM_EVERY`] later, finds them.
 //!
 //! A full claim that finds nothing, or fewer events than it asked for, took all that was due.
@@ -17,47 +19,104 @@
 
 use crate::inbox::Claimed;
 use chrono::{DateTime, Utc};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// Longest time between two full claims of a busy worker.
 pub const FULL_CLAIM_EVERY: Duration = Duration::from_secs(1);
 
+/// How long the claims between full ones keep looking at an integration after a claim last
+/// served it: its next events are claimed at once, not at the next full claim.
+pub const KEEP: Duration = Duration::from_secs(10);
+
+/// The most integrations those claims look at, the most recently served: each is one lookup in
+/// every claim.
+pub const KEPT: usize = 64;
+
 /// Which claim to make.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {
     /// Expired leases and every due row ([`crate::inbox::Inbox::claim`]).
     Full,
-    /// Due rows from this due time on ([`crate::inbox::Inbox::claim_due_from`]).
-    From(DateTime<Utc>),
+    /// Due rows of these integrations, each from its due time on
+    /// ([`crate::inbox::Inbox::claim_due_from`]).
+    From(Vec<(String, DateTime<Utc>)>),
+}
+
+/// An integration a claim served lately.
+#[derive(Debug, Clone, Copy)]
+struct Served {
+    /// The oldest due time the last claim that served it took of it.
+    from: DateTime<Utc>,
+    at: Instant,
 }
 
 #[derive(Debug, Default)]
 pub struct Cursor {
-    from: Option<DateTime<Utc>>,
+    served: BTreeMap<String, Served>,
     full_at: Option<Instant>,
+    /// The last claim found nothing: the next looks from the start.
+    drained_past: bool,
     /// When a full claim last found less than it asked for, until events are stored for a claim.
     drained_at: Option<Instant>,
 }
 
 impl Cursor {
     pub fn next(&self, now: Instant) -> Claim {
-        match (self.from, self.full_at) {
-            (Some(from), Some(at)) if now.saturating_duration_since(at) < FULL_CLAIM_EVERY => {
-                Claim::From(from)
+        match self.full_at {
+            Some(at)
+                if !self.drained_past
+                    && !self.served.is_empty()
+                    && now.saturating_duration_since(at) < FULL_CLAIM_EVERY =>
+            {
+                let from = self.served.iter().map(|(n, s)| (n.clone(), s.from));
+                Claim::From(from.collect())
             }
             _ => Claim::Full,
         }
     }
 
-    /// Records what `claim`, asking for `asked` events, returned. An empty claim sends the next
-    /// one back to a full claim: the region past the cursor is drained. A full claim that got
-    /// fewer than it asked for took everything due: the pool waits before the next.
-    pub fn claimed(&mut self, claim: Claim, batch: &[Claimed], asked: usize, now: Instant) {
-        if claim == Claim::Full {
+    /// The integrations claims served lately, least recently first: within each turn of a claim,
+    /// an integration not listed goes first, then in this order, so that claims too small for a
+    /// turn of every integration serve each in turn.
+    pub fn served(&self) -> Vec<String> {
+        let mut by_time: Vec<(&Instant, &String)> =
+            self.served.iter().map(|(n, s)| (&s.at, n)).collect();
+        by_time.sort();
+        by_time.into_iter().map(|(_, n)| n.clone()).collect()
+    }
+
+    /// Records what `claim`, asking for `asked` events, returned. An empty claim from the
+    /// cursors sends the next one back to a full claim: the region past them is drained. A full
+    /// claim that got fewer than it asked for took everything due: the pool waits before the next.
+    /// Each integration the claim returned is served now, from the oldest due time it took of it.
+    pub fn claimed(&mut self, claim: &Claim, batch: &[Claimed], asked: usize, now: Instant) {
+        let full = *claim == Claim::Full;
+        if full {
             self.full_at = Some(now);
         }
-        self.drained_at = (claim == Claim::Full && batch.len() < asked).then_some(now);
-        self.from = batch.iter().filter_map(|c| c.due_at).min();
+        self.drained_at = (full && batch.len() < asked).then_some(now);
+        self.drained_past = batch.is_empty();
+        let mut from: BTreeMap<&str, DateTime<Utc>> = BTreeMap::new();
+        for (name, due) in batch
+            .iter()
+            .filter_map(|c| Some((c.integration.as_str(), c.due_at?)))
+        {
+            from.entry(name)
+                .and_modify(|at| *at = (*at).min(due))
+                .or_insert(due);
+        }
+        for (name, due) in from {
+            let served = Served { from: due, at: now };
+            self.served.insert(name.to_owned(), served);
+        }
+        self.served
+            .retain(|_, s| now.saturating_duration_since(s.at) < KEEP);
+        while self.served.len() > KEPT {
+            let oldest = self.served.iter().min_by_key(|(_, s)| s.at);
+            let name = oldest.map(|(n, _)| n.clone()).expect("more than KEPT");
+            self.served.remove(&name);
+        }
     }
 
     /// Events were stored for a claim: the next claim may find them.
@@ -81,9 +140,13 @@ mod tests {
     use super::*;
 
     fn event(due_secs: i64) -> Claimed {
+        event_of("ns/x", due_secs)
+    }
+
+    fn event_of(integration: &str, due_secs: i64) -> Claimed {
         Claimed {
             id: due_secs,
-            integration: "ns/x".into(),
+            integration: integration.into(),
             event_id: format!("e{due_secs}"),
             event_type: None,
             headers: crate::inbox::StoredHeaders::none(),
@@ -97,22 +160,28 @@ mod tests {
         }
     }
 
+    /// The claim from `secs` on, of `ns/x` alone.
+    fn from(secs: i64) -> Claim {
+        Claim::From(vec![(
+            "ns/x".into(),
+            DateTime::from_timestamp(secs, 0).unwrap(),
+        )])
+    }
+
     #[test]
     fn a_busy_worker_starts_at_the_oldest_due_time_it_claimed_and_goes_full_every_second() {
         let t0 = Instant::now();
         let mut c = Cursor::default();
         assert_eq!(c.next(t0), Claim::Full, "the first claim is full");
-        c.claimed(Claim::Full, &[event(30), event(10), event(20)], 3, t0);
-        let from = DateTime::from_timestamp(10, 0).unwrap();
-        assert_eq!(c.next(t0 + Duration::from_millis(10)), Claim::From(from));
+        c.claimed(&Claim::Full, &[event(30), event(10), event(20)], 3, t0);
+        assert_eq!(c.next(t0 + Duration::from_millis(10)), from(10));
         c.claimed(
-            Claim::From(from),
+            &from(10),
             &[event(40), event(35)],
             2,
             t0 + Duration::from_millis(10),
         );
-        let from = DateTime::from_timestamp(35, 0).unwrap();
-        assert_eq!(c.next(t0 + Duration::from_millis(999)), Claim::From(from));
+        assert_eq!(c.next(t0 + Duration::from_millis(999)), from(35));
         // A second after the last full claim, the next one is full again, whatever the cursor.
         assert_eq!(c.next(t0 + FULL_CLAIM_EVERY), Claim::Full);
     }
@@ -127,7 +196,7 @@ mod tests {
             Duration::ZERO,
             "never claimed"
         );
-        c.claimed(Claim::Full, &[], 4, t0);
+        c.claimed(&Claim::Full, &[], 4, t0);
         let at = |ms| t0 + Duration::from_millis(ms);
         assert_eq!(c.wait_before_claim(at(0), poll), poll);
         assert_eq!(
@@ -153,24 +222,23 @@ mod tests {
         let t0 = Instant::now();
         let poll = Duration::from_millis(250);
         let mut c = Cursor::default();
-        c.claimed(Claim::Full, &[event(5)], 1, t0);
+        c.claimed(&Claim::Full, &[event(5)], 1, t0);
         assert_eq!(c.wait_before_claim(t0, poll), Duration::ZERO, "found some");
-        let from = DateTime::from_timestamp(5, 0).unwrap();
-        c.claimed(Claim::From(from), &[], 4, t0);
+        c.claimed(&from(5), &[], 4, t0);
         assert_eq!(
             c.wait_before_claim(t0, poll),
             Duration::ZERO,
             "drained past the cursor only: look from the start first"
         );
-        c.claimed(Claim::Full, &[], 4, t0);
+        c.claimed(&Claim::Full, &[], 4, t0);
         assert_eq!(c.wait_before_claim(t0, poll), poll);
-        c.claimed(Claim::Full, &[event(7)], 4, t0);
+        c.claimed(&Claim::Full, &[event(7)], 4, t0);
         assert_eq!(
             c.wait_before_claim(t0, poll),
             poll,
             "one of four: all that was due"
         );
-        c.claimed(Claim::Full, &[event(6)], 1, t0);
+        c.claimed(&Claim::Full, &[event(6)], 1, t0);
         assert_eq!(
             c.wait_before_claim(t0, poll),
             Duration::ZERO,
@@ -182,13 +250,86 @@ mod tests {
     fn an_empty_claim_sends_the_next_one_back_to_a_full_claim() {
         let t0 = Instant::now();
         let mut c = Cursor::default();
-        c.claimed(Claim::Full, &[event(5)], 1, t0);
-        let from = DateTime::from_timestamp(5, 0).unwrap();
-        assert_eq!(c.next(t0), Claim::From(from));
-        c.claimed(Claim::From(from), &[], 4, t0);
+        c.claimed(&Claim::Full, &[event(5)], 1, t0);
+        assert_eq!(c.next(t0), from(5));
+        c.claimed(&from(5), &[], 4, t0);
         assert_eq!(c.next(t0), Claim::Full);
         // A full claim that finds nothing keeps it full.
-        c.claimed(Claim::Full, &[], 4, t0);
+        c.claimed(&Claim::Full, &[], 4, t0);
         assert_eq!(c.next(t0), Claim::Full);
+    }
+
+    #[test]
+    fn each_integration_served_lately_has_its_own_cursor_and_no_other_is_looked_at() {
+        let t0 = Instant::now();
+        let at = |s| DateTime::from_timestamp(s, 0).unwrap();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut c = Cursor::default();
+        let batch = [
+            event_of("ns/b", 50),
+            event_of("ns/a", 12),
+            event_of("ns/b", 40),
+            event_of("ns/a", 11),
+        ];
+        c.claimed(&Claim::Full, &batch, 4, t0);
+        // The oldest of each, not the oldest of all: ns/b's rows from 11 on are long delivered.
+        assert_eq!(
+            c.next(t0),
+            Claim::From(vec![("ns/a".into(), at(11)), ("ns/b".into(), at(40))])
+        );
+        // ns/b's events ran out: the claims still look at it, from where it was, so that its
+        // next event is claimed at once rather than at the next full claim.
+        c.claimed(&c.next(ms(1)), &[event_of("ns/a", 13)], 4, ms(1));
+        assert_eq!(
+            c.next(ms(1)),
+            Claim::From(vec![("ns/a".into(), at(13)), ("ns/b".into(), at(40))])
+        );
+        // Until KEEP after a claim last served it. A new integration waits for a full claim.
+        let later = t0 + KEEP + Duration::from_millis(1);
+        c.claimed(&Claim::Full, &[event_of("ns/a", 15)], 4, later);
+        assert_eq!(c.next(later), Claim::From(vec![("ns/a".into(), at(15))]));
+        assert_eq!(c.next(later + FULL_CLAIM_EVERY), Claim::Full);
+    }
+
+    #[test]
+    fn claims_too_small_for_a_turn_of_each_integration_serve_them_in_turn() {
+        let t0 = Instant::now();
+        let at = |s| DateTime::from_timestamp(s, 0).unwrap();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut c = Cursor::default();
+        c.claimed(
+            &Claim::Full,
+            &[event_of("ns/b", 20), event_of("ns/a", 10)],
+            2,
+            t0,
+        );
+        assert_eq!(c.served(), ["ns/a", "ns/b"]);
+        // A claim of one took ns/a's: ns/a is now the most recently served, and ns/b, whose turn
+        // did not fit, is still looked at from where it was.
+        c.claimed(&c.next(ms(1)), &[event_of("ns/a", 11)], 1, ms(1));
+        assert_eq!(c.served(), ["ns/b", "ns/a"]);
+        assert_eq!(
+            c.next(ms(1)),
+            Claim::From(vec![("ns/a".into(), at(11)), ("ns/b".into(), at(20))])
+        );
+        c.claimed(&c.next(ms(2)), &[event_of("ns/b", 21)], 1, ms(2));
+        assert_eq!(c.served(), ["ns/a", "ns/b"]);
+    }
+
+    #[test]
+    fn the_claims_look_at_the_kept_most_recently_served_integrations_only() {
+        let t0 = Instant::now();
+        let mut c = Cursor::default();
+        for i in 0..KEPT + 5 {
+            let when = t0 + Duration::from_millis(i as u64);
+            c.claimed(&Claim::Full, &[event_of(&format!("ns/{i:03}"), 1)], 4, when);
+        }
+        let served = c.served();
+        assert_eq!(served.len(), KEPT);
+        assert_eq!(served.first().map(String::as_str), Some("ns/005"));
+        assert_eq!(
+            served.last().map(String::as_str),
+            Some(format!("ns/{:03}", KEPT + 4).as_str())
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! Each integration's share of a pool's delivery slots, free of I/O so that the rule is tested on
-//! its own. Workers take due events oldest first, whatever their integration: without a share, an
-//! integration whose destination hangs holds every slot until its timeout, wave after wave, and
-//! every other integration's events wait behind its own (README, "Delivery").
+//! its own. Claims take the integrations' events in turns, but a slot stays taken until the
+//! destination answers: without a share, an integration whose destination hangs holds every slot
+//! until its timeout, wave after wave, and every other integration's events wait behind its own
+//! (README, "Delivery").
 //!
 //! An integration whose deliveries keep ending may use every free slot: a busy destination frees
 //! one within moments, and a cap would only slow a pool that delivers for one integration. The

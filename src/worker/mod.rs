@@ -217,13 +217,14 @@ impl Worker {
         lease_until: chrono::DateTime<Utc>,
         limit: i64,
     ) -> crate::inbox::Result<Vec<Claimed>> {
-        self.claim_as(cursor::Claim::Full, now, lease_until, limit)
+        self.claim_as(&cursor::Claim::Full, &[], now, lease_until, limit)
             .await
     }
 
     async fn claim_as(
         &self,
-        claim: cursor::Claim,
+        claim: &cursor::Claim,
+        served: &[String],
         now: chrono::DateTime<Utc>,
         lease_until: chrono::DateTime<Utc>,
         limit: i64,
@@ -232,10 +233,11 @@ impl Worker {
         let inbox = &self.inner.inbox;
         match claim {
             cursor::Claim::Full => {
-                crate::inbox::within(deadline, inbox.claim(now, lease_until, limit)).await
+                let claimed = inbox.claim_after(now, lease_until, limit, served);
+                crate::inbox::within(deadline, claimed).await
             }
             cursor::Claim::From(from) => {
-                let claimed = inbox.claim_due_from(now, lease_until, limit, from);
+                let claimed = inbox.claim_due_from(now, lease_until, limit, served, from);
                 crate::inbox::within(deadline, claimed).await
             }
         }

@@ -161,7 +161,11 @@ impl Worker {
             let now = Utc::now();
             let until = crate::time::after(now, cfg.lease);
             let claim = cursor.next(Instant::now());
-            let batch = match self.claim_as(claim, now, until, free as i64).await {
+            let served = cursor.served();
+            let batch = match self
+                .claim_as(&claim, &served, now, until, free as i64)
+                .await
+            {
                 Ok(b) => b,
                 Err(e) => {
                     tracing::warn!(error = %e, "claiming events failed; retrying");
@@ -169,7 +173,7 @@ impl Worker {
                 }
             };
             self.inner.metrics.claim(batch.len());
-            cursor.claimed(claim, &batch, free, Instant::now());
+            cursor.claimed(&claim, &batch, free, Instant::now());
             share.claimed(free, batch.len());
             if batch.is_empty() {
                 // Drained past the cursor: the next claim looks from the start. Drained from the

@@ -84,7 +84,7 @@ async fn the_backlog_is_read_through_its_partial_indexes_not_the_inbox(pool: PgP
             // status)` index with both columns as its conditions; either reads open events only.
             if integration == "NULL" {
                 for index in [
-                    "inbox_events_due",
+                    "inbox_events_waiting",
                     "inbox_events_leases",
                     "inbox_events_dead",
                 ] {

@@ -5,14 +5,16 @@
 //! several workers, the ordering gate, replay and the delivery histograms; `outcomes` has each
 //! destination answer's outcome, retries, dead letters and a killed worker's lease; `signing`
 //! what the destination receives (body, headers, signature, `webhook-id`); `lifecycle`
-//! shutdown, start-up, leases and integrations that disappear; and `setup` the harness they
-//! share. Retention is in `janitor.rs`, the claims' plans in `query_plans.rs`.
+//! shutdown, start-up, leases and integrations that disappear; `fairness` and `turns` how
+//! integrations share a pool; and `setup` the harness they share. Retention is in
+//! `janitor.rs`, the claims' plans in `query_plans.rs`.
 
 mod fairness;
 mod lifecycle;
 mod outcomes;
 mod setup;
 mod signing;
+mod turns;
 
 pub(crate) use setup::*;
 
