@@ -74,6 +74,7 @@ ALERTS = {
     "HookgateCompletionLatencyHigh": "completionLatency",
     "HookgateReceiverUnavailable": "receiverUnavailable",
     "HookgateRetiringKeyInUse": "retiringKeyInUse",
+    "HookgateDeliveriesDeferred": "deliveriesDeferred",
     "HookgateCatchUpFailing": "catchUpFailing",
     "HookgateWorkersAbsent": "workersAbsent",
 }
