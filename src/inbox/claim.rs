@@ -242,28 +242,8 @@ impl Inbox {
         limit: i64,
         served: &[String],
     ) -> Result<Vec<Claimed>> {
-        match self {
-            Inbox::Postgres(pool) => {
-                let rows = sqlx::query(CLAIM_PG)
-                    .bind(lease_until)
-                    .bind(now)
-                    .bind(limit)
-                    .bind(served)
-                    .fetch_all(pool)
-                    .await?;
-                claimed_rows!(rows)
-            }
-            Inbox::Sqlite(pool) => {
-                let rows = sqlx::query(CLAIM_SQLITE)
-                    .bind(lease_until)
-                    .bind(now)
-                    .bind(limit)
-                    .bind(json_list(served))
-                    .fetch_all(pool)
-                    .await?;
-                claimed_rows!(rows)
-            }
-        }
+        self.claim_turns(now, lease_until, limit, served, None)
+            .await
     }
 
     /// Like [`Inbox::claim_after`], but only the integrations of `from`, each from its due time
@@ -277,23 +257,50 @@ impl Inbox {
         served: &[String],
         from: &[(String, DateTime<Utc>)],
     ) -> Result<Vec<Claimed>> {
-        let (names, times): (Vec<&str>, Vec<DateTime<Utc>>) =
-            from.iter().map(|(name, at)| (name.as_str(), *at)).unzip();
+        self.claim_turns(now, lease_until, limit, served, Some(from))
+            .await
+    }
+
+    /// The full claim, or with `from` the claim from those cursors.
+    async fn claim_turns(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        limit: i64,
+        served: &[String],
+        from: Option<&[(String, DateTime<Utc>)]>,
+    ) -> Result<Vec<Claimed>> {
         match self {
             Inbox::Postgres(pool) => {
-                let rows = sqlx::query(CLAIM_FROM_PG)
+                let sql = if from.is_some() {
+                    CLAIM_FROM_PG
+                } else {
+                    CLAIM_PG
+                };
+                let q = sqlx::query(sql)
                     .bind(lease_until)
                     .bind(now)
                     .bind(limit)
-                    .bind(served)
-                    .bind(names)
-                    .bind(times)
-                    .fetch_all(pool)
-                    .await?;
+                    .bind(served);
+                let q = match from {
+                    Some(from) => {
+                        let (names, times): (Vec<&str>, Vec<DateTime<Utc>>) =
+                            from.iter().map(|(name, at)| (name.as_str(), *at)).unzip();
+                        q.bind(names).bind(times)
+                    }
+                    None => q,
+                };
+                let rows = q.fetch_all(pool).await?;
                 claimed_rows!(rows)
             }
+            // SQLite needs no cursors: see `claim_sqlite!`.
             Inbox::Sqlite(pool) => {
-                let rows = sqlx::query(CLAIM_FROM_SQLITE)
+                let sql = if from.is_some() {
+                    CLAIM_FROM_SQLITE
+                } else {
+                    CLAIM_SQLITE
+                };
+                let rows = sqlx::query(sql)
                     .bind(lease_until)
                     .bind(now)
                     .bind(limit)

@@ -4,36 +4,19 @@
 
 use super::*;
 
-fn manifests(stuck: &str, healthy: &str) -> String {
-    format!(
-        r#"{SECRET}
----
-apiVersion: hookgate.dev/v1alpha1
-kind: WebhookIntegration
-metadata: {{name: stuck, namespace: w}}
-spec:
-  scheme: {{type: hmac-sha256, keyIdHeader: ""}}
-  keys: [{{id: k1, secretRef: {{name: keys, key: hmac}}}}]
-  delivery: {{url: "{stuck}", timeout: 2s}}
----
-apiVersion: hookgate.dev/v1alpha1
-kind: WebhookIntegration
-metadata: {{name: orders, namespace: w}}
-spec:
-  scheme: {{type: hmac-sha256, keyIdHeader: ""}}
-  keys: [{{id: k1, secretRef: {{name: keys, key: hmac}}}}]
-  delivery: {{url: "{healthy}"}}
-"#
-    )
-}
-
 /// A setup whose `w/orders` delivers to `s.dest`, and `w/stuck` to the destination returned,
 /// which never answers.
 async fn stuck_and_healthy(inbox: Inbox) -> (Setup, Destination) {
     let stuck = Destination::start().await;
     stuck.always(Answer::Hang);
     let healthy = Destination::start().await;
-    let yaml = manifests(&stuck.url, &healthy.url);
+    let yaml = integrations(&[
+        (
+            "stuck",
+            &format!(r#"{{url: "{}", timeout: 2s}}"#, stuck.url),
+        ),
+        ("orders", &format!(r#"{{url: "{}"}}"#, healthy.url)),
+    ]);
     (Setup::with_yaml(inbox, healthy, &yaml), stuck)
 }
 

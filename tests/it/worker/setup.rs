@@ -22,6 +22,26 @@ metadata: {name: keys, namespace: w}
 stringData: {hmac: worker-test-secret, delivery: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
 "#;
 
+/// The test Secret and a `w/<name>` integration for each `(name, delivery)`, `delivery` being its
+/// `spec.delivery` as a YAML flow mapping.
+pub(crate) fn integrations(list: &[(&str, &str)]) -> String {
+    let mut yaml = SECRET.to_string();
+    for (name, delivery) in list {
+        yaml += &format!(
+            r#"---
+apiVersion: hookgate.dev/v1alpha1
+kind: WebhookIntegration
+metadata: {{name: {name}, namespace: w}}
+spec:
+  scheme: {{type: hmac-sha256, keyIdHeader: ""}}
+  keys: [{{id: k1, secretRef: {{name: keys, key: hmac}}}}]
+  delivery: {delivery}
+"#
+        );
+    }
+    yaml
+}
+
 pub(crate) fn manifests(dest: &str) -> String {
     format!(
         r#"{SECRET}

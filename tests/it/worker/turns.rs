@@ -3,34 +3,14 @@
 
 use super::*;
 
-fn manifests(bulk: &str, orders: &str) -> String {
-    format!(
-        r#"{SECRET}
----
-apiVersion: hookgate.dev/v1alpha1
-kind: WebhookIntegration
-metadata: {{name: bulk, namespace: w}}
-spec:
-  scheme: {{type: hmac-sha256, keyIdHeader: ""}}
-  keys: [{{id: k1, secretRef: {{name: keys, key: hmac}}}}]
-  delivery: {{url: "{bulk}"}}
----
-apiVersion: hookgate.dev/v1alpha1
-kind: WebhookIntegration
-metadata: {{name: orders, namespace: w}}
-spec:
-  scheme: {{type: hmac-sha256, keyIdHeader: ""}}
-  keys: [{{id: k1, secretRef: {{name: keys, key: hmac}}}}]
-  delivery: {{url: "{orders}"}}
-"#
-    )
-}
-
 /// A setup whose `w/orders` delivers to `s.dest`, and `w/bulk` to the destination returned.
 async fn bulk_and_orders(inbox: Inbox) -> (Setup, Destination) {
     let bulk = Destination::start().await;
     let orders = Destination::start().await;
-    let yaml = manifests(&bulk.url, &orders.url);
+    let yaml = integrations(&[
+        ("bulk", &format!(r#"{{url: "{}"}}"#, bulk.url)),
+        ("orders", &format!(r#"{{url: "{}"}}"#, orders.url)),
+    ]);
     (Setup::with_yaml(inbox, orders, &yaml), bulk)
 }
 
