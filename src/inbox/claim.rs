@@ -104,23 +104,35 @@ macro_rules! waiting_cte {
     };
 }
 
-/// Up to `$3` due events of each integration of `$from` (rows of `integration`, `from_at`),
-/// oldest first, each numbered by its turn within its integration; `$4` lists the integrations
-/// recent claims served, least recently first. PostgreSQL's lock skips the rows another worker's
-/// claim holds, so that concurrent workers take different events.
+/// The due events of the integrations of `$from` (rows of `integration`, `from_at`) in turns,
+/// `$3` of them: each integration's oldest first, `$4` listing the integrations recent claims
+/// served, least recently first. `seen` reads up to `$cap` of each integration's due events
+/// without locking them, `quota` counts how many of each the turns take, and only those are
+/// locked: locking `$3` of every integration (the first version) wrote a lock for each, 136 kB
+/// of WAL per claim with 50 integrations waiting against 56 kB for the claim alone. The lock
+/// skips the rows another worker's claim holds and takes the integration's next ones instead, so
+/// that concurrent workers take different events.
 macro_rules! heads_pg {
-    ($from:literal) => {
+    ($from:literal, $cap:literal) => {
         concat!(
-            "heads AS (SELECT h.id, h.next_attempt_at, row_number() OVER ",
+            "seen AS (SELECT c.integration, c.from_at, h.next_attempt_at, row_number() OVER ",
             "(PARTITION BY c.integration ORDER BY h.next_attempt_at, h.id) AS turn, ",
             "array_position(CAST($4 AS TEXT[]), c.integration) AS served FROM ",
             $from,
             " CROSS JOIN LATERAL (SELECT e.id, e.next_attempt_at FROM inbox_events e ",
             "WHERE e.integration = c.integration AND e.status IN ('pending', 'retry') ",
             "AND e.next_attempt_at <= $2 AND e.next_attempt_at >= c.from_at ",
-            "ORDER BY e.next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED) AS h), ",
-            "due AS (SELECT id FROM heads ",
-            "ORDER BY turn, served NULLS FIRST, next_attempt_at, id LIMIT $3) "
+            "ORDER BY e.next_attempt_at LIMIT ",
+            $cap,
+            ") AS h), ",
+            "quota AS (SELECT integration, from_at, count(*) AS n FROM (SELECT integration, ",
+            "from_at FROM seen ORDER BY turn, served NULLS FIRST, next_attempt_at, integration ",
+            "LIMIT $3) AS s GROUP BY integration, from_at), ",
+            "due AS (SELECT h.id FROM quota AS q CROSS JOIN LATERAL (SELECT e.id ",
+            "FROM inbox_events e WHERE e.integration = q.integration ",
+            "AND e.status IN ('pending', 'retry') AND e.next_attempt_at <= $2 ",
+            "AND e.next_attempt_at >= q.from_at ORDER BY e.next_attempt_at LIMIT q.n ",
+            "FOR UPDATE SKIP LOCKED) AS h) "
         )
     };
 }
@@ -143,14 +155,15 @@ pub const CLAIM_PG: &str = concat!(
     waiting_cte!(),
     ", ",
     heads_pg!(
-        "(SELECT integration, CAST('-infinity' AS TIMESTAMPTZ) AS from_at FROM waiting WHERE integration IS NOT NULL) AS c"
+        "(SELECT integration, CAST('-infinity' AS TIMESTAMPTZ) AS from_at FROM waiting WHERE integration IS NOT NULL) AS c",
+        "$3"
     ),
     claim_update!()
 );
 
 /// The claim a busy worker makes between full ones: only the integrations of its last claims,
 /// each from the oldest due time it claimed of that integration (`$5`, `$6`: names and times),
-/// and no expired leases. A claimed row keeps its entry in the index (pointing at a dead version)
+/// reading at most `$7` of each ([`seen_per_integration`]), and no expired leases. A claimed row keeps its entry in the index (pointing at a dead version)
 /// until VACUUM reaches the table, and those entries pile up at each integration's oldest end: a
 /// claim that always starts there walks every event processed since the last vacuum (100,000 of
 /// them cost a claim 1.5 ms instead of 0.1 ms, measured), which slowed delivery the longer a
@@ -162,7 +175,10 @@ pub const CLAIM_FROM_PG: &str = concat!(
     "WITH ",
     expired_cte!("", " AND false"),
     ", ",
-    heads_pg!("unnest(CAST($5 AS TEXT[]), CAST($6 AS TIMESTAMPTZ[])) AS c(integration, from_at)"),
+    heads_pg!(
+        "unnest(CAST($5 AS TEXT[]), CAST($6 AS TIMESTAMPTZ[])) AS c(integration, from_at)",
+        "$7"
+    ),
     claim_update!()
 );
 
@@ -286,7 +302,8 @@ impl Inbox {
                     Some(from) => {
                         let (names, times): (Vec<&str>, Vec<DateTime<Utc>>) =
                             from.iter().map(|(name, at)| (name.as_str(), *at)).unzip();
-                        q.bind(names).bind(times)
+                        let cap = seen_per_integration(limit, from.len());
+                        q.bind(names).bind(times).bind(cap)
                     }
                     None => q,
                 };
@@ -313,7 +330,37 @@ impl Inbox {
     }
 }
 
+/// How many due events of each of `integrations` a claim of `limit` reads before it takes turns:
+/// twice an even share, so that an integration may take the turns another has no events for,
+/// without reading `limit` events of every integration (with 50 of them waiting, that read took a
+/// claim from 1.5 to 4.8 ms). All of them when one or two integrations are looked at. A claim
+/// that reads too few of one comes back short, and the pool claims again at once.
+pub fn seen_per_integration(limit: i64, integrations: usize) -> i64 {
+    let n = i64::try_from(integrations.max(1)).unwrap_or(i64::MAX);
+    limit.min(limit.div_euclid(n).saturating_add(1).saturating_mul(2))
+}
+
 /// A list of names as a JSON array, for SQLite's `json_each`.
 fn json_list(names: &[String]) -> String {
     serde_json::to_string(names).expect("a list of strings serializes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::seen_per_integration;
+
+    #[test]
+    fn a_claim_reads_all_of_one_or_two_integrations_and_twice_a_share_of_more() {
+        assert_eq!(seen_per_integration(32, 1), 32);
+        assert_eq!(seen_per_integration(32, 2), 32);
+        assert_eq!(seen_per_integration(32, 10), 8);
+        assert_eq!(seen_per_integration(32, 50), 2);
+        assert_eq!(seen_per_integration(8, 3), 6);
+        assert_eq!(seen_per_integration(1, 64), 1, "never more than the claim");
+        assert_eq!(
+            seen_per_integration(8, 0),
+            8,
+            "no integration: no read either way"
+        );
+    }
 }

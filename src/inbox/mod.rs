@@ -44,7 +44,7 @@ pub use audit::{
 };
 pub use batch::STORED_HASHES_PG;
 pub use catch_up::{CatchUpLock, CatchUpRun, RunResult};
-pub use claim::{CLAIM_FROM_PG, CLAIM_PG, Claimed};
+pub use claim::{CLAIM_FROM_PG, CLAIM_PG, Claimed, seen_per_integration};
 pub use complete::{COMPLETE_MANY_PG, Completer};
 pub use dead_letters::*;
 pub use delivery::{Advance, Attempt, Completion};

@@ -195,6 +195,24 @@ async fn claim_walks_indexes_instead_of_scanning_the_inbox(pool: PgPool) {
     // events' index entries and rows.
     let (_, read) = claim_buffers(&pool, hookgate::inbox::CLAIM_PG, None).await;
     assert!(read < 600, "the full claim read {read} buffers");
+    // It locks the 16 rows it takes, not 16 of each integration's (80, the first version).
+    let plan = claim_plan(&pool, hookgate::inbox::CLAIM_PG, None, "ANALYZE, ").await;
+    let locked = locked(&plan);
+    assert!((12..=20).contains(&locked), "{locked} locked: {plan}");
+}
+
+/// About the rows an analyzed plan's `FOR UPDATE` nodes locked: `EXPLAIN` gives each node's
+/// rows per loop rounded, times its loops.
+fn locked(node: &serde_json::Value) -> i64 {
+    let own = if node["Node Type"] == "LockRows" {
+        let n = |k: &str| node[k].as_i64().unwrap_or(0);
+        n("Actual Rows") * n("Actual Loops")
+    } else {
+        0
+    };
+    own + node["Plans"]
+        .as_array()
+        .map_or(0, |p| p.iter().map(locked).sum::<i64>())
 }
 
 /// The plan of a claim, as JSON (`from`: the cursors of [`hookgate::inbox::CLAIM_FROM_PG`];
@@ -213,7 +231,10 @@ async fn claim_plan(
         .bind(16_i64)
         .bind(Vec::<String>::new());
     let q = match from {
-        Some((names, at)) => q.bind(names).bind(at),
+        Some((names, at)) => {
+            let cap = hookgate::inbox::seen_per_integration(16, names.len());
+            q.bind(names).bind(at).bind(cap)
+        }
         None => q,
     };
     let plan = q.fetch_one(&mut *tx).await.unwrap();
