@@ -161,16 +161,17 @@ pub const CLAIM_PG: &str = concat!(
     claim_update!()
 );
 
-/// The claim a busy worker makes between full ones: only the integrations of its last claims,
-/// each from the oldest due time it claimed of that integration (`$5`, `$6`: names and times),
-/// reading at most `$7` of each ([`seen_per_integration`]), and no expired leases. A claimed row keeps its entry in the index (pointing at a dead version)
-/// until VACUUM reaches the table, and those entries pile up at each integration's oldest end: a
-/// claim that always starts there walks every event processed since the last vacuum (100,000 of
-/// them cost a claim 1.5 ms instead of 0.1 ms, measured), which slowed delivery the longer a
-/// backlog lasted. Starting at the oldest row a worker last claimed skips them. Rows due before
-/// that point (an insert that committed late, a lease that expired), and integrations whose
-/// events arrived since, are found by the full claim the pool still makes every second. Public so
-/// a test can check its plan.
+/// The claim a busy worker makes between full ones: only the integrations its claims served
+/// lately (`worker::cursor`), each from the oldest due time it last claimed of it (`$5`, `$6`:
+/// names and times), reading at most `$7` of each ([`seen_per_integration`]), and no expired
+/// leases. A claimed row keeps its entry in the index (pointing at a dead version) until VACUUM
+/// reaches the table, and those entries pile up at each integration's oldest end: a claim that
+/// always starts there walks every event processed since the last vacuum (100,000 of them cost a
+/// claim 1.5 ms instead of 0.1 ms, measured), which slowed delivery the longer a backlog lasted.
+/// Starting at the oldest row a worker last claimed skips them. Rows due before that point (an
+/// insert that committed late, a lease that expired), and integrations not served lately, are
+/// found by the full claim the pool still makes every second. Public so a test can check its
+/// plan.
 pub const CLAIM_FROM_PG: &str = concat!(
     "WITH ",
     expired_cte!("", " AND false"),
