@@ -117,26 +117,6 @@ async fn another_integrations_backlog_does_not_hold_an_integrations_events_back(
     running.stop().await;
 }
 
-/// Four workers claim three integrations' events at once: each event is delivered exactly once,
-/// the turns' locks skipping what another worker's claim holds.
-#[sqlx::test(migrations = "migrations/postgres")]
-async fn four_workers_deliver_three_integrations_events_exactly_once(pool: sqlx::PgPool) {
-    let s = Setup::new(Inbox::Postgres(pool)).await;
-    let names = ["w/orders", "w/short", "w/ordered"];
-    for i in 0..900 {
-        let body = format!(r#"{{"data":{{"id":"r{i}","version":1}}}}"#);
-        s.event(names[i % 3], &format!("ev-{i}"), &body).await;
-    }
-    let workers = (0..4).map(|_| s.worker()).collect();
-    s.run_until(workers, Duration::from_secs(120), || async {
-        s.unfinished().await == 0
-    })
-    .await;
-    let got = s.dest.received();
-    let ids: HashSet<String> = got.iter().map(|r| r.header("webhook-id")).collect();
-    assert_eq!((got.len(), ids.len()), (900, 900), "each delivered once");
-}
-
 on_both_backends!(
     a_claim_takes_each_integrations_oldest_events_in_turns,
     another_integrations_backlog_does_not_hold_an_integrations_events_back,
