@@ -6,10 +6,11 @@
 //!
 //! An integration whose deliveries keep ending may use every free slot: a busy destination frees
 //! one within moments, and a cap would only slow a pool that delivers for one integration. The
-//! share binds an integration that is stuck (its last delivery to end timed out) or quiet (none
-//! has ended for [`STALL`] while it held its share): it then holds at most three quarters of the
-//! slots the others leave it ([`cap`]), so a stuck destination leaves the rest a quarter, a second
-//! one a quarter of that. Past its share, its next event waits in memory while some of its
+//! share binds an integration that is stuck (its last delivery to end timed out), quiet (none has
+//! ended for [`STALL`] while it held its share), or new to the pool's slots (none has ended since
+//! it last held none, so nothing says yet that its destination answers): it then holds at most
+//! three quarters of the slots the others leave it ([`cap`]), so a stuck destination leaves the
+//! rest a quarter from its first event on, a second one a quarter of that. Past its share, its next event waits in memory while some of its
 //! deliveries still end, and goes back to the inbox, not counted as an attempt, once none has for
 //! [`STALL`]: deferred for as long as it has been stuck or quiet, at least [`STALL`] and at most
 //! [`DEFER_MAX`], so an hour's outage costs each of its events a few rewrites, not one a second.
@@ -75,9 +76,13 @@ impl Fair {
         };
         let since = e.last_end.map_or(e.busy_since, |end| end.max(e.busy_since));
         let quiet = now.saturating_duration_since(since);
+        // Until one of its deliveries has ended since it became busy, nothing says that its
+        // destination answers: a burst to one that hangs took every free slot for a whole
+        // timeout before anything showed it was stuck.
+        let answered = e.last_end.is_some_and(|end| end >= e.busy_since);
         match (e.stuck_since, quiet >= STALL) {
-            (None, false) => Turn::Start,
-            (Some(_), false) => Turn::Wait,
+            (None, false) if answered => Turn::Start,
+            (_, false) => Turn::Wait,
             (stuck, true) => {
                 let stuck = stuck.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
                 // Whole seconds, so that the events deferred in one pass share one statement.
@@ -217,10 +222,13 @@ mod tests {
         let mut f = Fair::new(8);
         assert_eq!(
             fill(&mut f, "a", t, 100),
-            100,
-            "a burst: nothing has ended yet"
+            6,
+            "a burst: its share, until one of its deliveries ends"
         );
-        let mut now = t;
+        assert_eq!(f.turn("a", t + MS), Turn::Wait);
+        f.ended("a", false, t + MS);
+        assert_eq!(fill(&mut f, "a", t + MS, 100), 100, "it answers: no bound");
+        let mut now = t + MS;
         for _ in 0..20 {
             now += STALL / 2;
             f.ended("a", false, now);
@@ -233,8 +241,12 @@ mod tests {
     fn an_integration_none_of_whose_deliveries_ends_is_bound_after_a_second() {
         let t = Instant::now();
         let mut f = Fair::new(8);
-        assert_eq!(fill(&mut f, "a", t, 6), 6);
-        assert_eq!(f.turn("a", t + STALL - MS), Turn::Start, "not quiet yet");
+        assert_eq!(fill(&mut f, "a", t, 8), 6);
+        assert_eq!(
+            f.turn("a", t + STALL - MS),
+            Turn::Wait,
+            "not quiet yet: its next event waits for a slot in its share"
+        );
         assert_eq!(f.turn("a", t + STALL), Turn::Defer(STALL), "quiet");
         assert_eq!(f.turn("a", t + 3 * STALL), Turn::Defer(3 * STALL));
         assert_eq!(
