@@ -86,9 +86,9 @@ impl Cursor {
         by_time.into_iter().map(|(_, n)| n.clone()).collect()
     }
 
-    /// Records what `claim`, asking for `asked` events, returned. An empty claim from the
-    /// cursors sends the next one back to a full claim: the region past them is drained. A full
-    /// claim that got fewer than it asked for took everything due: the pool waits before the next.
+    /// Records what `claim`, asking for `asked` events, returned. An empty claim sends the next
+    /// one back to a full claim: the region past the cursors is drained. A full claim that got
+    /// fewer than it asked for took everything due: the pool waits before the next.
     /// Each integration the claim returned is served now, from the oldest due time it took of it.
     pub fn claimed(&mut self, claim: &Claim, batch: &[Claimed], asked: usize, now: Instant) {
         let full = *claim == Claim::Full;

@@ -10,10 +10,11 @@
 //! ended for [`STALL`] while it held its share), or new to the pool's slots (none has ended since
 //! it last held none, so nothing says yet that its destination answers): it then holds at most
 //! three quarters of the slots the others leave it ([`cap`]), so a stuck destination leaves the
-//! rest a quarter from its first event on, a second one a quarter of that. Past its share, its next event waits in memory while some of its
-//! deliveries still end, and goes back to the inbox, not counted as an attempt, once none has for
-//! [`STALL`]: deferred for as long as it has been stuck or quiet, at least [`STALL`] and at most
-//! [`DEFER_MAX`], so an hour's outage costs each of its events a few rewrites, not one a second.
+//! rest a quarter from its first event on, a second one a quarter of that. Past its share, its
+//! next event waits in memory while some of its deliveries still end, and goes back to the inbox,
+//! not counted as an attempt, once none has for [`STALL`]: deferred for as long as it has been
+//! stuck or quiet, at least [`STALL`] and at most [`DEFER_MAX`], so an hour's outage costs each of
+//! its events a few rewrites, not one a second.
 
 use super::defaults::{DEFER_MAX, STALL};
 use std::collections::HashMap;
