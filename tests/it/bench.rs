@@ -100,6 +100,8 @@ fn bench_runs_every_phase_and_reports_every_figure() {
                 "1s",
                 "--pipeline-steps",
                 "2",
+                "--tenants-backlog",
+                "1s",
             ],
         ]
         .concat(),
@@ -120,6 +122,9 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         "receiver + workers: intake (closed loop)",
         "receiver + workers: delivered during it",
         "pipeline: highest sustainable rate",
+        "tenants: quiet integration alone",
+        "tenants: quiet beside another's backlog",
+        "tenants: backlog delivered",
         "verify HMAC-SHA256 (Stripe), 1 KiB",
         "HMAC-SHA256 alone, keyed once, 1 KiB",
         "verify Ed25519, 1 KiB",
@@ -209,7 +214,7 @@ fn bench_runs_every_phase_and_reports_every_figure() {
     );
     assert_eq!(
         checks.len(),
-        13 + 2 * usize::from(pgbench),
+        14 + 2 * usize::from(pgbench),
         "{check_names:?}"
     );
     // The primitive's own share of the HMAC target, beside it but not one of the targets.
@@ -237,7 +242,22 @@ fn bench_runs_every_phase_and_reports_every_figure() {
     // not), and the same duplicates, each asking the inbox, were measured beside them.
     let from_inbox = figure("duplicate p99 without the memory (ms)");
     assert!(from_inbox.is_some_and(|v| v > 0.0), "{figures:?}");
-    assert_eq!(figures.len(), 5 + usize::from(pgbench), "{figures:?}");
+    // The tenants phase: its burst's destination answers so that the workers' 32 slots take
+    // --tenants-backlog (1 s) to deliver the 300 events, and the quiet integration's p99 is
+    // checked as a share of that drain.
+    let drain = figure("tenants: backlog's drain (s)").unwrap();
+    assert!(drain >= 0.9, "{figures:?}");
+    let share = checks
+        .iter()
+        .find(|c| c["check"] == "tenants: quiet p99 / backlog's drain")
+        .unwrap();
+    assert!(share["value"].as_f64().unwrap() > 0.0, "{share}");
+    assert_eq!(share["target"].as_f64().unwrap(), 0.05, "{share}");
+    assert!(
+        figure("tenants: quiet p99 beside / alone").is_some_and(|v| v > 0.0),
+        "{figures:?}"
+    );
+    assert_eq!(figures.len(), 7 + usize::from(pgbench), "{figures:?}");
     if pgbench {
         // Three pairs (--pgbench-runs' default), each side measured, the target their median.
         let pairs = report["intake_pgbench_pairs"].as_array().unwrap();

@@ -63,6 +63,10 @@ pub struct BenchArgs {
     /// deploys them) or `split-delivering` (the same with a receiver that delivers too).
     #[arg(long, value_enum, default_value_t = Topology::Standalone)]
     pub pipeline_topology: Topology,
+    /// How long the tenants phase's burst takes to deliver: its destination answers each event
+    /// after `--worker-concurrency` times this divided by `--events`.
+    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
+    pub tenants_backlog: Duration,
     /// The hookgate binary the bench starts as receiver and workers; by default itself. With
     /// another build here, two builds are compared under the same load generator and sink.
     #[arg(long, value_name = "PATH")]
@@ -116,6 +120,7 @@ impl BenchArgs {
             ("--pgbench-run", self.pgbench_run),
             ("--ceiling-run", self.ceiling_run),
             ("--pipeline-secs", self.pipeline_secs),
+            ("--tenants-backlog", self.tenants_backlog),
         ] {
             Span::new(flag, RUN.0, RUN.1).check(value)?;
         }
@@ -155,6 +160,9 @@ pub enum Phase {
     Delivery,
     /// Receiver and workers together: closed loop, then the highest sustainable open-loop rate.
     Pipeline,
+    /// One integration's backlog beside another integration's trickle: how long the trickle's
+    /// events wait.
+    Tenants,
     /// The verifier against the bare primitives.
     Verify,
 }
@@ -166,13 +174,14 @@ impl Phase {
         self != Phase::Verify
     }
 
-    pub const ALL: [Phase; 7] = [
+    pub const ALL: [Phase; 8] = [
         Phase::Baselines,
         Phase::Pgbench,
         Phase::Ceiling,
         Phase::Intake,
         Phase::Delivery,
         Phase::Pipeline,
+        Phase::Tenants,
         Phase::Verify,
     ];
 }

@@ -28,6 +28,7 @@ mod sink;
 mod sql;
 mod stats;
 mod storage;
+mod tenants;
 mod verify;
 mod wal;
 
@@ -142,6 +143,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
 
     if phase(Phase::Pipeline) {
         pipeline::run(&args, &env, anchors.pgbench_one_row, &mut report).await?;
+    }
+
+    if phase(Phase::Tenants) {
+        tenants::run(&args, &env, &mut report).await?;
     }
 
     if phase(Phase::Verify) {

@@ -80,13 +80,20 @@ pub struct Signer {
 }
 
 impl Signer {
-    /// For the bench integration compiled from `manifest`.
-    pub fn new(manifest: &Path, body_bytes: usize, from: usize, n: usize) -> anyhow::Result<Self> {
+    /// For `integration` (`namespace/name`) as compiled from `manifest`; every bench integration
+    /// is signed with [`SECRET`].
+    pub fn new(
+        manifest: &Path,
+        integration: &str,
+        body_bytes: usize,
+        from: usize,
+        n: usize,
+    ) -> anyhow::Result<Self> {
         let table = crate::manifest::load(&[manifest.to_path_buf()])?.route_table()?;
         let route = table
             .iter()
-            .find(|r| r.integration == INTEGRATION)
-            .context("bench integration compiled")?;
+            .find(|r| r.integration == integration)
+            .with_context(|| format!("bench integration {integration} compiled"))?;
         Ok(Self {
             path: route.path.clone(),
             scheme: route.verifier.scheme().clone(),

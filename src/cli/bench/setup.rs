@@ -155,7 +155,12 @@ impl Env {
 
     /// Requests for events `from..from + n`, signed as they are sent.
     pub fn signer(&self, from: usize, n: usize) -> anyhow::Result<Signer> {
-        Signer::new(&self.manifest_path(), self.body_bytes, from, n)
+        self.signer_of(INTEGRATION, from, n)
+    }
+
+    /// [`Env::signer`] for another integration of the manifests.
+    pub fn signer_of(&self, integration: &str, from: usize, n: usize) -> anyhow::Result<Signer> {
+        Signer::new(&self.manifest_path(), integration, self.body_bytes, from, n)
     }
 
     pub fn manifest_path(&self) -> PathBuf {
@@ -164,26 +169,37 @@ impl Env {
 
     /// One Stripe integration delivering to `sink`, with no rate limit.
     pub fn write_manifests(&self, sink: String) -> anyhow::Result<()> {
-        let yaml = format!(
+        self.write_integrations(&[("stripe", &sink)])
+    }
+
+    /// Stripe integrations of the `bench` namespace, each `(name, destination)`, every one
+    /// signed with [`SECRET`] and none rate limited.
+    pub fn write_integrations(&self, integrations: &[(&str, &str)]) -> anyhow::Result<()> {
+        let mut yaml = format!(
             r#"apiVersion: v1
 kind: Secret
 metadata: {{name: bench-keys, namespace: bench}}
 stringData:
   v1: {SECRET}
   delivery: whsec_aG9va2dhdGUtYmVuY2gtZGVsaXZlcnkta2V5ISE=
----
+"#
+        );
+        for (name, url) in integrations {
+            yaml.push_str(&format!(
+                r#"---
 apiVersion: hookgate.dev/v1alpha1
 kind: WebhookIntegration
-metadata: {{name: stripe, namespace: bench}}
+metadata: {{name: {name}, namespace: bench}}
 spec:
   scheme: {{type: stripe}}
   replay: {{tolerance: 1h}}
   keys: [{{id: v1, secretRef: {{name: bench-keys, key: v1}}}}]
   delivery:
-    url: "{sink}"
+    url: "{url}"
     signingSecretRef: {{name: bench-keys, key: delivery}}
 "#
-        );
+            ));
+        }
         std::fs::write(self.manifest_path(), yaml)?;
         Ok(())
     }

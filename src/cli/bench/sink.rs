@@ -1,5 +1,6 @@
-//! The destinations the workers deliver to, in the bench's own process: both answer 200 to
-//! everything at once, so that delivery is measured, not the destination.
+//! The destinations the workers deliver to, in the bench's own process: they answer 200 to
+//! everything, at once so that delivery is measured, not the destination (or, for the tenants
+//! phase's burst, after a set delay, as a destination with work to do would).
 
 use super::stats::Run;
 use anyhow::bail;
@@ -78,10 +79,18 @@ pub struct Counter {
 
 impl Counter {
     pub async fn start() -> anyhow::Result<Self> {
+        Self::answering_after(Duration::ZERO).await
+    }
+
+    /// A counter that answers each delivery `delay` after it arrived (counted when answered).
+    pub async fn answering_after(delay: Duration) -> anyhow::Result<Self> {
         let count = Arc::new(AtomicUsize::new(0));
         let app = axum::Router::new().fallback({
             let count = count.clone();
             move || async move {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
                 count.fetch_add(1, Ordering::Relaxed);
                 "ok"
             }
