@@ -18,13 +18,18 @@
 //! An event stored for a claim costs PostgreSQL a second rewrite of its row, so a moment in which
 //! the pool falls behind used to turn into claims that slowed it further (docs/performance.md,
 //! round 15); held in memory instead, the event waits for a slot at no cost to the database.
+//!
+//! The pool takes the events held in turns by integration ([`Turns`]), not in commit order: held
+//! in one queue, a burst of one integration put up to a second of its events ahead of every
+//! other integration's next one (docs/performance.md, round 34).
 
+use super::turns::Turns;
 use super::{Arrivals, Claimed};
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// How much a hand-over holds: events handed over and not yet started by the pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,10 +100,37 @@ struct Held {
     _bytes: OwnedSemaphorePermit,
 }
 
+/// What the receiver's end and the workers' end share.
+#[derive(Debug, Default)]
+struct Shared {
+    state: Mutex<State>,
+    /// Wakes the pool for an event held, or for the last reservation spent after the close.
+    ready: Notify,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Events handed over and not yet taken, taken in turns by integration.
+    held: Turns<Held>,
+    /// Places reserved whose event is not yet sent nor the place given back.
+    reserved: usize,
+    closed: bool,
+    /// The workers' end was dropped: an event sent now is dropped with it.
+    gone: bool,
+}
+
+impl Shared {
+    /// A poisoned lock still holds counts worth reading: a panicking request cannot stop
+    /// hand-overs.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// The receiver's end. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Handoff {
-    tx: mpsc::Sender<Held>,
+    shared: Arc<Shared>,
     room: Room,
     bytes: Arc<Semaphore>,
     pace: Arc<Pace>,
@@ -108,10 +140,11 @@ pub struct Handoff {
     arrivals: Arrivals,
 }
 
-/// The workers' end: the events handed over, in commit order.
+/// The workers' end: the events handed over, each integration's in commit order and the
+/// integrations in turns ([`Turns`]).
 #[derive(Debug)]
 pub struct Handed {
-    rx: mpsc::Receiver<Held>,
+    shared: Arc<Shared>,
     pace: Arc<Pace>,
     lease: Duration,
 }
@@ -120,27 +153,32 @@ pub struct Handed {
 /// Dropped without [`Reservation::send`] (a duplicate, a failed insert), it frees the place.
 #[derive(Debug)]
 pub struct Reservation {
-    permit: mpsc::OwnedPermit<Held>,
-    bytes: OwnedSemaphorePermit,
+    shared: Arc<Shared>,
+    /// `None` once sent.
+    bytes: Option<OwnedSemaphorePermit>,
     lease_until: DateTime<Utc>,
 }
 
 /// A hand-over with `room`, leasing each event for `lease`, for workers that learn of events
 /// stored for a claim through `arrivals`.
 pub fn handoff(room: Room, lease: Duration, arrivals: Arrivals) -> (Handoff, Handed) {
-    let (tx, rx) = mpsc::channel(room.events.max(1));
+    let shared = Arc::new(Shared::default());
     let pace = Arc::new(Pace::new());
     let bytes = Arc::new(Semaphore::new(room.body_bytes.min(Semaphore::MAX_PERMITS)));
     (
         Handoff {
-            tx,
+            shared: shared.clone(),
             room,
             bytes,
             pace: pace.clone(),
             lease,
             arrivals,
         },
-        Handed { rx, pace, lease },
+        Handed {
+            shared,
+            pace,
+            lease,
+        },
     )
 }
 
@@ -154,17 +192,19 @@ impl Handoff {
     /// A place for one event of `body_len` bytes leased from `now`, or `None` when the workers
     /// have no room (or have stopped): the event is then stored `pending` for a claim.
     pub fn reserve(&self, now: DateTime<Utc>, body_len: usize) -> Option<Reservation> {
-        let held = self.tx.max_capacity() - self.tx.capacity();
         let (since_taken, last_wait) = self.pace.read();
-        if !may_hold(&self.room, held, since_taken, last_wait) {
+        let bytes = u32::try_from(body_len).ok()?;
+        let mut state = self.shared.lock();
+        let held = state.held.len() + state.reserved;
+        if state.closed || !may_hold(&self.room, held, since_taken, last_wait) {
             return None;
         }
-        let bytes = u32::try_from(body_len).ok()?;
         let bytes = self.bytes.clone().try_acquire_many_owned(bytes).ok()?;
-        let permit = self.tx.clone().try_reserve_owned().ok()?;
+        state.reserved += 1;
+        drop(state);
         Some(Reservation {
-            permit,
-            bytes,
+            shared: self.shared.clone(),
+            bytes: Some(bytes),
             lease_until: lease_until(now, self.lease),
         })
     }
@@ -185,24 +225,64 @@ impl Reservation {
     }
 
     /// Hands the committed event over.
-    pub fn send(self, event: Claimed) {
-        self.permit.send(Held {
-            event,
-            _bytes: self.bytes,
-        });
+    pub fn send(mut self, event: Claimed) {
+        let Some(bytes) = self.bytes.take() else {
+            return;
+        };
+        let integration = event.integration.clone();
+        let mut state = self.shared.lock();
+        state.reserved -= 1;
+        if !state.gone {
+            state.held.push(
+                &integration,
+                Held {
+                    event,
+                    _bytes: bytes,
+                },
+            );
+        }
+        drop(state);
+        self.shared.ready.notify_one();
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.bytes.is_none() {
+            return;
+        }
+        let mut state = self.shared.lock();
+        state.reserved -= 1;
+        let last = state.closed && state.reserved == 0;
+        drop(state);
+        if last {
+            self.shared.ready.notify_one();
+        }
     }
 }
 
 impl Handed {
     /// The next event handed over; `None` once closed and every reservation is spent.
     pub async fn recv(&mut self) -> Option<Claimed> {
-        let held = self.rx.recv().await?;
-        Some(self.took(held))
+        loop {
+            {
+                let mut state = self.shared.lock();
+                if let Some(held) = state.held.pop() {
+                    drop(state);
+                    return Some(self.took(held));
+                }
+                if state.closed && state.reserved == 0 {
+                    return None;
+                }
+            }
+            // A send between the unlock and this wait leaves a permit: the wait ends at once.
+            self.shared.ready.notified().await;
+        }
     }
 
     /// An event handed over and waiting, without waiting for one.
     pub fn try_recv(&mut self) -> Option<Claimed> {
-        let held = self.rx.try_recv().ok()?;
+        let held = self.shared.lock().held.pop()?;
         Some(self.took(held))
     }
 
@@ -217,7 +297,19 @@ impl Handed {
     /// No new reservations: the receiver stores what follows `pending`. Events of reservations
     /// already made still arrive through [`Handed::recv`].
     pub fn close(&mut self) {
-        self.rx.close();
+        self.shared.lock().closed = true;
+    }
+}
+
+impl Drop for Handed {
+    /// The pool is gone: nothing more is held for it, and what was held is dropped with its
+    /// bytes (each event is claimed again when its lease expires).
+    fn drop(&mut self) {
+        let mut state = self.shared.lock();
+        (state.closed, state.gone) = (true, true);
+        let held = std::mem::take(&mut state.held);
+        drop(state);
+        drop(held);
     }
 }
 

@@ -167,3 +167,32 @@ async fn after_close_no_place_is_given_but_reserved_events_still_arrive() {
     assert_eq!(handed.recv().await.map(|e| e.id), Some(7));
     assert!(handed.recv().await.is_none(), "every reservation spent");
 }
+
+/// The events held are taken in turns by integration, each integration's in commit order: one
+/// integration's burst held for the pool no longer starts ahead of another's next event. (Held in
+/// one queue in commit order, `t/b`'s first event waited for all five of `t/a`'s.)
+#[tokio::test]
+async fn events_held_are_taken_in_turns_by_integration() {
+    let (handoff, mut handed) = handoff(events(16), Duration::from_secs(60), Arrivals::default());
+    let send = |integration: &str, id| {
+        let place = handoff.reserve(Utc::now(), 0).expect("room");
+        let until = place.lease_until();
+        place.send(Claimed {
+            integration: integration.into(),
+            ..event(id, until)
+        });
+    };
+    for id in 1..=5 {
+        send("t/a", id);
+    }
+    send("t/b", 6);
+    send("t/c", 7);
+    send("t/b", 8);
+    let mut taken = vec![handed.try_recv().unwrap().id];
+    // An integration whose first event arrives now takes its turn after those already waiting.
+    send("t/d", 9);
+    while let Some(e) = handed.try_recv() {
+        taken.push(e.id);
+    }
+    assert_eq!(taken, [1, 6, 7, 2, 9, 8, 3, 4, 5]);
+}

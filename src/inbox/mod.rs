@@ -35,6 +35,7 @@ mod recent;
 mod release;
 mod retention;
 mod stats;
+mod turns;
 mod versions;
 
 pub use arrivals::Arrivals;

@@ -403,6 +403,46 @@ async fn a_burst_past_the_slots_is_handed_over_without_a_claim(inbox: Inbox) {
     assert_eq!(found, 0, "no claim found an event");
 }
 
+/// Three slots. `w/bulk`'s destination answers in 200 ms, and one of its deliveries hangs for the
+/// whole test, so the pool knows `w/bulk`'s destination answers and lets it take every free slot.
+/// A burst of 30 of its events is handed over, then one of `w/orders`: the pool takes the events
+/// held in turns by integration, so `w/orders`'s starts within a few of `w/bulk`'s. (Taken in
+/// commit order, it waited for all 30: three seconds.)
+async fn a_handed_burst_does_not_hold_back_another_integrations_next_event(inbox: Inbox) {
+    let bulk = crate::common::destination::Destination::start().await;
+    let orders = crate::common::destination::Destination::start().await;
+    let yaml = crate::worker::integrations(&[
+        ("bulk", &format!(r#"{{url: "{}"}}"#, bulk.url)),
+        ("orders", &format!(r#"{{url: "{}"}}"#, orders.url)),
+    ]);
+    let mut s = Setup::with_yaml(inbox, orders, &yaml);
+    bulk.script([
+        Answer::After(Duration::from_millis(100)),
+        Answer::After(Duration::from_secs(30)),
+    ]);
+    bulk.always(Answer::After(Duration::from_millis(200)));
+    let w = pool_with_handoff(&mut s, 3);
+    let running = crate::common::running::start([w]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (n, id) in ["b-0", "b-1", "b-2"].into_iter().enumerate() {
+        s.event("w/bulk", id, "{}").await;
+        bulk.wait_for(n + 1, Duration::from_secs(10)).await;
+    }
+    // b-0 and b-2 answered while b-1 hangs: `w/bulk` is not bound to its share.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    for i in 3..33 {
+        s.event("w/bulk", &format!("b-{i}"), "{}").await;
+    }
+    s.event("w/orders", "o-0", "{}").await;
+    s.dest.wait_for(1, Duration::from_secs(20)).await;
+    let before = bulk.received().len();
+    running.stop().await;
+    assert!(
+        before <= 10,
+        "w/orders's event reached its destination after {before} of w/bulk's (of 33)"
+    );
+}
+
 /// A pool of one slot with the receiver's hand-over, whose destination never answers, running
 /// and holding `first` in that slot.
 async fn one_hung_slot(inbox: Inbox) -> (Setup, crate::common::running::Running) {
@@ -478,6 +518,7 @@ async fn shutdown_releases_hundreds_of_held_events(inbox: Inbox) {
 }
 
 on_both_backends!(
+    a_handed_burst_does_not_hold_back_another_integrations_next_event,
     shutdown_releases_hundreds_of_held_events,
     a_burst_past_the_slots_is_handed_over_without_a_claim,
     a_pool_that_stops_taking_is_held_no_more_events_after_a_second,

@@ -1,0 +1,110 @@
+//! A queue per integration, given out in turns: the oldest item of the integration whose turn it
+//! is, then the next integration's. What a hand-over holds for the pool (`super::handoff`) waits
+//! here, so that one integration's burst held in memory starts no further ahead of another
+//! integration's next event than one of its own per turn, as claims take the inbox's events
+//! (`super::claim`). Free of I/O and of locks, so that the order is tested on its own.
+
+use std::collections::{HashMap, VecDeque};
+
+#[derive(Debug)]
+pub(super) struct Turns<T> {
+    by: HashMap<String, VecDeque<T>>,
+    /// The integrations with items, in the order of their turns.
+    order: VecDeque<String>,
+    len: usize,
+}
+
+impl<T> Default for Turns<T> {
+    fn default() -> Self {
+        Self {
+            by: HashMap::new(),
+            order: VecDeque::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<T> Turns<T> {
+    /// Queues `item` last of `integration`'s; an integration with none waiting takes its turn
+    /// after those that have some.
+    pub(super) fn push(&mut self, integration: &str, item: T) {
+        self.len += 1;
+        if let Some(queue) = self.by.get_mut(integration) {
+            queue.push_back(item);
+            return;
+        }
+        self.by
+            .insert(integration.to_owned(), VecDeque::from([item]));
+        self.order.push_back(integration.to_owned());
+    }
+
+    /// The oldest item of the integration whose turn it is; that integration's next turn comes
+    /// after every other's.
+    pub(super) fn pop(&mut self) -> Option<T> {
+        let integration = self.order.pop_front()?;
+        let queue = self
+            .by
+            .get_mut(&integration)
+            .expect("every integration in turn has a queue");
+        let item = queue.pop_front().expect("queues in turn are not empty");
+        if queue.is_empty() {
+            // Dropped, not kept empty: integrations come and go with their manifests.
+            self.by.remove(&integration);
+        } else {
+            self.order.push_back(integration);
+        }
+        self.len -= 1;
+        Some(item)
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Turns;
+
+    fn drain(t: &mut Turns<u32>) -> Vec<u32> {
+        std::iter::from_fn(|| t.pop()).collect()
+    }
+
+    #[test]
+    fn each_integration_gives_its_oldest_in_turn_and_goes_last() {
+        let mut t = Turns::default();
+        for i in 1..=4 {
+            t.push("a", i);
+        }
+        t.push("b", 10);
+        t.push("b", 11);
+        t.push("c", 20);
+        assert_eq!(t.len(), 7);
+        assert_eq!(t.pop(), Some(1));
+        // Pushed while the others wait: after them.
+        t.push("d", 30);
+        assert_eq!(drain(&mut t), [10, 20, 2, 30, 11, 3, 4]);
+        assert_eq!((t.len(), t.pop()), (0, None));
+    }
+
+    #[test]
+    fn an_integration_emptied_and_filled_again_waits_for_the_others() {
+        let mut t = Turns::default();
+        t.push("a", 1);
+        t.push("b", 10);
+        t.push("b", 11);
+        assert_eq!(t.pop(), Some(1));
+        t.push("a", 2);
+        assert_eq!(drain(&mut t), [10, 2, 11]);
+        assert!(t.by.is_empty() && t.order.is_empty(), "nothing kept");
+    }
+
+    #[test]
+    fn one_integration_alone_is_first_in_first_out() {
+        let mut t = Turns::default();
+        for i in 0..100 {
+            t.push("only", i);
+        }
+        assert_eq!(drain(&mut t), (0..100).collect::<Vec<_>>());
+    }
+}
