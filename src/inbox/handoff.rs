@@ -183,10 +183,10 @@ pub fn handoff(room: Room, lease: Duration, arrivals: Arrivals) -> (Handoff, Han
 }
 
 impl Handoff {
-    /// An event to deliver was committed `pending` instead (the workers had no room): they
-    /// claim it, and wake for it if idle.
-    pub fn stored_for_claim(&self) {
-        self.arrivals.committed();
+    /// An event of `integration` to deliver was committed `pending` instead (the workers had no
+    /// room): they claim it, and wake for it if idle.
+    pub fn stored_for_claim(&self, integration: &str) {
+        self.arrivals.committed_for(integration);
     }
 
     /// A place for one event of `body_len` bytes leased from `now`, or `None` when the workers

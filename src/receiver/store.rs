@@ -72,10 +72,10 @@ pub(super) async fn store(
         _ => {
             if let (Reply::Accepted, None) = (reply, received.unsupported) {
                 if let Some(handoff) = &rx.handoff {
-                    handoff.stored_for_claim();
+                    handoff.stored_for_claim(&route.integration);
                 }
                 if let Some(notifier) = &rx.notifier {
-                    notifier.stored_for_claim();
+                    notifier.stored_for_claim(&route.integration);
                 }
             }
         }

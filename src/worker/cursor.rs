@@ -6,9 +6,12 @@
 //! last VACUUM pile up; while a backlog lasts, that walk grows with every event delivered. Between
 //! full claims, a worker looks only at the integrations claims served in the last [`KEEP`], each
 //! from the oldest due time it last claimed of it, past those entries. Rows due before that point
-//! are only ever an insert that committed late, a released event or an expired lease, and an
-//! integration not served lately is not looked at: the next full claim, at most
-//! [`FULL_CLAIM_EVERY`] later, finds them.
+//! are only ever an insert that committed late, a released event or an expired lease, and the
+//! next full claim, at most [`FULL_CLAIM_EVERY`] later, finds them. An integration not served
+//! lately is looked at too, from its oldest end, once events of it are stored for a claim and the
+//! signal names it (`inbox::Arrivals`); otherwise the next full claim finds it. Before, a quiet
+//! tenant's events waited for that full claim, up to a second, while another integration kept
+//! the pool busy (docs/performance.md, round 34).
 //!
 //! A full claim that finds nothing, or fewer events than it asked for, took all that was due.
 //! Until events are stored for a claim (the signal of `inbox::Arrivals`) or a poll interval has
@@ -19,7 +22,7 @@
 
 use crate::inbox::Claimed;
 use chrono::{DateTime, Utc};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 /// Longest time between two full claims of a busy worker.
@@ -54,6 +57,9 @@ struct Served {
 #[derive(Debug, Default)]
 pub struct Cursor {
     served: BTreeMap<String, Served>,
+    /// Integrations not served lately whose events were stored for a claim since: the next
+    /// claims look at them from their oldest end, until one serves them or takes all that is due.
+    stored: BTreeSet<String>,
     full_at: Option<Instant>,
     /// The last claim found nothing: the next looks from the start.
     drained_past: bool,
@@ -63,14 +69,19 @@ pub struct Cursor {
 
 impl Cursor {
     pub fn next(&self, now: Instant) -> Claim {
+        let any = !self.served.is_empty() || !self.stored.is_empty();
         match self.full_at {
             Some(at)
                 if !self.drained_past
-                    && !self.served.is_empty()
+                    && any
                     && now.saturating_duration_since(at) < FULL_CLAIM_EVERY =>
             {
                 let from = self.served.iter().map(|(n, s)| (n.clone(), s.from));
-                Claim::From(from.collect())
+                let stored = self
+                    .stored
+                    .iter()
+                    .map(|n| (n.clone(), DateTime::UNIX_EPOCH));
+                Claim::From(from.chain(stored).collect())
             }
             _ => Claim::Full,
         }
@@ -97,6 +108,10 @@ impl Cursor {
         }
         self.drained_at = (full && batch.len() < asked).then_some(now);
         self.drained_past = batch.is_empty();
+        if full || batch.len() < asked {
+            // It looked at every integration stored for, and took all that was due of them.
+            self.stored.clear();
+        }
         let mut from: BTreeMap<&str, DateTime<Utc>> = BTreeMap::new();
         for (name, due) in batch
             .iter()
@@ -108,6 +123,7 @@ impl Cursor {
         }
         for (name, due) in from {
             let served = Served { from: due, at: now };
+            self.stored.remove(name);
             self.served.insert(name.to_owned(), served);
         }
         self.served
@@ -119,9 +135,18 @@ impl Cursor {
         }
     }
 
-    /// Events were stored for a claim: the next claim may find them.
-    pub fn events_stored(&mut self) {
+    /// Events were stored for a claim, of `integrations` among others: the next claim may find
+    /// them, and looks at those of them not served lately (at most [`KEPT`]).
+    pub fn events_stored(&mut self, integrations: BTreeSet<String>) {
         self.drained_at = None;
+        for name in integrations {
+            if self.stored.len() >= KEPT {
+                break;
+            }
+            if !self.served.contains_key(&name) {
+                self.stored.insert(name);
+            }
+        }
     }
 
     /// How long to wait before a claim could find anything: zero unless the last full claim
@@ -209,7 +234,7 @@ mod tests {
             "a poll later"
         );
         assert_eq!(c.wait_before_claim(at(900), poll), Duration::ZERO);
-        c.events_stored();
+        c.events_stored(BTreeSet::new());
         assert_eq!(
             c.wait_before_claim(at(1), poll),
             Duration::ZERO,
@@ -284,11 +309,60 @@ mod tests {
             c.next(ms(1)),
             Claim::From(vec![("ns/a".into(), at(13)), ("ns/b".into(), at(40))])
         );
-        // Until KEEP after a claim last served it. A new integration waits for a full claim.
+        // Until KEEP after a claim last served it. A new integration that no store names waits
+        // for a full claim.
         let later = t0 + KEEP + Duration::from_millis(1);
         c.claimed(&Claim::Full, &[event_of("ns/a", 15)], 4, later);
         assert_eq!(c.next(later), Claim::From(vec![("ns/a".into(), at(15))]));
         assert_eq!(c.next(later + FULL_CLAIM_EVERY), Claim::Full);
+    }
+
+    #[test]
+    fn an_integration_not_served_lately_is_looked_at_once_a_store_names_it() {
+        let t0 = Instant::now();
+        let at = |s| DateTime::from_timestamp(s, 0).unwrap();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        let claim = |list: &[(&str, DateTime<Utc>)]| {
+            Claim::From(list.iter().map(|(n, t)| (n.to_string(), *t)).collect())
+        };
+        let oldest = DateTime::UNIX_EPOCH;
+        let mut c = Cursor::default();
+        let batch = [event_of("ns/a", 10), event_of("ns/a", 11)];
+        c.claimed(&Claim::Full, &batch, 2, t0);
+        // ns/a is served lately: only ns/q is added, from its oldest end.
+        c.events_stored(names(&["ns/a", "ns/q"]));
+        let first = c.next(ms(1));
+        assert_eq!(first, claim(&[("ns/a", at(10)), ("ns/q", oldest)]));
+        // A full batch that did not serve it: still looked at.
+        let batch = [event_of("ns/a", 12), event_of("ns/a", 13)];
+        c.claimed(&first, &batch, 2, ms(1));
+        let second = c.next(ms(2));
+        assert_eq!(second, claim(&[("ns/a", at(12)), ("ns/q", oldest)]));
+        // Served: from its own cursor.
+        let batch = [event_of("ns/a", 14), event_of("ns/q", 5)];
+        c.claimed(&second, &batch, 2, ms(2));
+        assert_eq!(c.next(ms(3)), claim(&[("ns/a", at(14)), ("ns/q", at(5))]));
+        // A claim that got less than it asked for took all that was due of those named.
+        c.events_stored(names(&["ns/r"]));
+        let third = c.next(ms(4));
+        assert_eq!(
+            third,
+            claim(&[("ns/a", at(14)), ("ns/q", at(5)), ("ns/r", oldest)])
+        );
+        c.claimed(&third, &[event_of("ns/a", 15)], 4, ms(4));
+        assert_eq!(c.next(ms(5)), claim(&[("ns/a", at(15)), ("ns/q", at(5))]));
+        // So did a full claim, which looks at every integration.
+        c.events_stored(names(&["ns/s"]));
+        c.claimed(&Claim::Full, &[event_of("ns/a", 16)], 1, ms(6));
+        assert_eq!(c.next(ms(7)), claim(&[("ns/a", at(16)), ("ns/q", at(5))]));
+        // At most KEPT named at once; past them, the full claim finds the rest.
+        let many: Vec<String> = (0..KEPT + 5).map(|i| format!("ns/n{i:03}")).collect();
+        c.events_stored(many.iter().cloned().collect());
+        let Claim::From(list) = c.next(ms(8)) else {
+            panic!("a claim from the cursors");
+        };
+        assert_eq!(list.len(), 2 + KEPT);
     }
 
     #[test]

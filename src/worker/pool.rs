@@ -65,7 +65,7 @@ impl Worker {
             }
             if self.inner.arrivals.take() {
                 share.events_waiting();
-                cursor.events_stored();
+                cursor.events_stored(self.inner.arrivals.take_integrations());
             }
             let mut deferred: Vec<(Claimed, Duration)> = Vec::new();
             self.start_parked(&mut Starts {
@@ -271,7 +271,7 @@ impl Worker {
         match self.inner.inbox.release(&event, Utc::now()).await {
             // The pool's claim may have run before this commit and gone idle: it would find the
             // event only at its next poll.
-            Ok(_) => self.inner.arrivals.committed(),
+            Ok(_) => self.inner.arrivals.committed_for(&event.integration),
             Err(e) => {
                 tracing::warn!(integration = %event.integration, event_id = %event.event_id, error = %e, "could not put a handed-over event back; it is claimed again when its lease expires")
             }

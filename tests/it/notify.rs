@@ -102,3 +102,56 @@ async fn a_receiver_that_hands_over_still_wakes_other_processes_for_what_it_coul
         "the other process's worker was not woken by the receiver's notification"
     );
 }
+
+/// Until `arrivals` has been signalled for each of `names`: the names it got, in order.
+async fn named(arrivals: &Arrivals, names: usize) -> Vec<String> {
+    let mut got = std::collections::BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while got.len() < names {
+        tokio::time::timeout_at(deadline, arrivals.wait())
+            .await
+            .unwrap_or_else(|_| panic!("only {got:?} were named"));
+        assert!(arrivals.take(), "woken by a commit");
+        got.extend(arrivals.take_integrations());
+    }
+    got.into_iter().collect()
+}
+
+/// A receiver's notification names the integrations whose events it stored for a claim, so that
+/// a busy worker of another process looks at them in its next claim (`worker::cursor`); an
+/// empty one (a receiver of an older version) still wakes the worker, naming none.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_notification_names_the_integrations_stored_for(pool: sqlx::PgPool) {
+    let arrivals = Arrivals::default();
+    let listening = tokio::spawn(hookgate::inbox::listen(pool.clone(), arrivals.clone()));
+    wait_listening(&pool, None).await;
+    // The wake-up the listener gives itself once connected, for what it may have missed.
+    tokio::time::timeout(Duration::from_secs(10), arrivals.wait())
+        .await
+        .unwrap();
+    assert!(arrivals.take());
+    assert!(arrivals.take_integrations().is_empty());
+
+    let notifier = hookgate::inbox::Notifier::start(pool.clone());
+    notifier.stored_for_claim("w/orders");
+    notifier.stored_for_claim("w/refunds");
+    notifier.stored_for_claim("w/orders");
+    assert_eq!(named(&arrivals, 2).await, ["w/orders", "w/refunds"]);
+    // Whatever else those stores signalled (one notification or two) is spent first.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _ = tokio::time::timeout(Duration::from_millis(10), arrivals.wait()).await;
+    arrivals.take();
+    arrivals.take_integrations();
+
+    sqlx::query("SELECT pg_notify($1, '')")
+        .bind(hookgate::inbox::NOTIFY_CHANNEL)
+        .execute(&pool)
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), arrivals.wait())
+        .await
+        .expect("an empty notification wakes the pool");
+    assert!(arrivals.take());
+    assert!(arrivals.take_integrations().is_empty());
+    listening.abort();
+}

@@ -117,7 +117,56 @@ async fn another_integrations_backlog_does_not_hold_an_integrations_events_back(
     running.stop().await;
 }
 
+/// A pool with 4 slots busy with `w/bulk`'s backlog (its destination answers in 100 ms: 40
+/// deliveries a second), its events stored for claims (no hand-over room), then one event each
+/// of three integrations no claim has served, stored one after another. Each is claimed at the
+/// pool's next claim, within a few of `w/bulk`'s deliveries: the store names its integration.
+/// On PostgreSQL each used to wait for the next full claim, up to a second; one of the first two
+/// always waited most of one (about 30 of `w/bulk`'s deliveries). SQLite's claims look at every
+/// integration anyway.
+async fn an_integration_no_claim_served_lately_is_claimed_once_its_event_is_stored(inbox: Inbox) {
+    let bulk = Destination::start().await;
+    let quiet = Destination::start().await;
+    let to = |d: &Destination| format!(r#"{{url: "{}"}}"#, d.url);
+    let yaml = integrations(&[
+        ("bulk", &to(&bulk)),
+        ("orders", &to(&quiet)),
+        ("refunds", &to(&quiet)),
+        ("payouts", &to(&quiet)),
+    ]);
+    let mut s = Setup::with_yaml(inbox, quiet, &yaml);
+    bulk.always(Answer::After(Duration::from_millis(100)));
+    let (w, end) = s
+        .worker_with(WorkerConfig {
+            concurrency: 4,
+            poll: Duration::from_secs(3600),
+            handoff_events: 0,
+            ..cfg()
+        })
+        .with_handoff();
+    s.h.receiver = s.h.receiver.clone().with_handoff(end);
+    for i in 0..400 {
+        s.event("w/bulk", &format!("bulk-{i}"), "{}").await;
+    }
+    let running = crate::common::running::start([w]);
+    bulk.wait_for(8, Duration::from_secs(30)).await;
+    let mut waits = Vec::new();
+    for (n, integration) in ["w/orders", "w/refunds", "w/payouts"].iter().enumerate() {
+        let before = bulk.received().len();
+        s.event(integration, &format!("quiet-{n}"), "{}").await;
+        s.dest.wait_for(n + 1, Duration::from_secs(30)).await;
+        waits.push(bulk.received().len() - before);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    running.stop().await;
+    assert!(
+        waits.iter().all(|w| *w <= 12),
+        "w/bulk's deliveries while each quiet event waited: {waits:?}"
+    );
+}
+
 on_both_backends!(
+    an_integration_no_claim_served_lately_is_claimed_once_its_event_is_stored,
     a_claim_takes_each_integrations_oldest_events_in_turns,
     another_integrations_backlog_does_not_hold_an_integrations_events_back,
 );
