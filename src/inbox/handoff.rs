@@ -23,7 +23,7 @@
 //! in one queue, a burst of one integration put up to a second of its events ahead of every
 //! other integration's next one (docs/performance.md, round 34).
 
-use super::turns::Turns;
+use super::turns::{Integration, Turns};
 use super::{Arrivals, Claimed};
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -98,6 +98,12 @@ impl Pace {
 struct Held {
     event: Claimed,
     _bytes: OwnedSemaphorePermit,
+}
+
+impl Integration for Held {
+    fn integration(&self) -> &str {
+        &self.event.integration
+    }
 }
 
 /// What the receiver's end and the workers' end share.
@@ -226,20 +232,14 @@ impl Reservation {
 
     /// Hands the committed event over.
     pub fn send(mut self, event: Claimed) {
-        let Some(bytes) = self.bytes.take() else {
-            return;
-        };
-        let integration = event.integration.clone();
+        let bytes = self.bytes.take().expect("a reservation is sent once");
         let mut state = self.shared.lock();
         state.reserved -= 1;
         if !state.gone {
-            state.held.push(
-                &integration,
-                Held {
-                    event,
-                    _bytes: bytes,
-                },
-            );
+            state.held.push(Held {
+                event,
+                _bytes: bytes,
+            });
         }
         drop(state);
         self.shared.ready.notify_one();

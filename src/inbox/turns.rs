@@ -6,6 +6,11 @@
 
 use std::collections::{HashMap, VecDeque};
 
+/// What an item says of itself: whose it is.
+pub(super) trait Integration {
+    fn integration(&self) -> &str;
+}
+
 #[derive(Debug)]
 pub(super) struct Turns<T> {
     by: HashMap<String, VecDeque<T>>,
@@ -24,18 +29,18 @@ impl<T> Default for Turns<T> {
     }
 }
 
-impl<T> Turns<T> {
-    /// Queues `item` last of `integration`'s; an integration with none waiting takes its turn
-    /// after those that have some.
-    pub(super) fn push(&mut self, integration: &str, item: T) {
+impl<T: Integration> Turns<T> {
+    /// Queues `item` last of its integration's; an integration with none waiting takes its turn
+    /// after those that have some. Allocates only for an integration with none waiting.
+    pub(super) fn push(&mut self, item: T) {
         self.len += 1;
-        if let Some(queue) = self.by.get_mut(integration) {
+        if let Some(queue) = self.by.get_mut(item.integration()) {
             queue.push_back(item);
             return;
         }
-        self.by
-            .insert(integration.to_owned(), VecDeque::from([item]));
-        self.order.push_back(integration.to_owned());
+        let integration = item.integration().to_owned();
+        self.order.push_back(integration.clone());
+        self.by.insert(integration, VecDeque::from([item]));
     }
 
     /// The oldest item of the integration whose turn it is; that integration's next turn comes
@@ -64,25 +69,31 @@ impl<T> Turns<T> {
 
 #[cfg(test)]
 mod tests {
-    use super::Turns;
+    use super::{Integration, Turns};
 
-    fn drain(t: &mut Turns<u32>) -> Vec<u32> {
-        std::iter::from_fn(|| t.pop()).collect()
+    impl Integration for (&str, u32) {
+        fn integration(&self) -> &str {
+            self.0
+        }
+    }
+
+    fn drain(t: &mut Turns<(&'static str, u32)>) -> Vec<u32> {
+        std::iter::from_fn(|| t.pop()).map(|(_, n)| n).collect()
     }
 
     #[test]
     fn each_integration_gives_its_oldest_in_turn_and_goes_last() {
         let mut t = Turns::default();
         for i in 1..=4 {
-            t.push("a", i);
+            t.push(("a", i));
         }
-        t.push("b", 10);
-        t.push("b", 11);
-        t.push("c", 20);
+        t.push(("b", 10));
+        t.push(("b", 11));
+        t.push(("c", 20));
         assert_eq!(t.len(), 7);
-        assert_eq!(t.pop(), Some(1));
+        assert_eq!(t.pop(), Some(("a", 1)));
         // Pushed while the others wait: after them.
-        t.push("d", 30);
+        t.push(("d", 30));
         assert_eq!(drain(&mut t), [10, 20, 2, 30, 11, 3, 4]);
         assert_eq!((t.len(), t.pop()), (0, None));
     }
@@ -90,11 +101,11 @@ mod tests {
     #[test]
     fn an_integration_emptied_and_filled_again_waits_for_the_others() {
         let mut t = Turns::default();
-        t.push("a", 1);
-        t.push("b", 10);
-        t.push("b", 11);
-        assert_eq!(t.pop(), Some(1));
-        t.push("a", 2);
+        t.push(("a", 1));
+        t.push(("b", 10));
+        t.push(("b", 11));
+        assert_eq!(t.pop(), Some(("a", 1)));
+        t.push(("a", 2));
         assert_eq!(drain(&mut t), [10, 2, 11]);
         assert!(t.by.is_empty() && t.order.is_empty(), "nothing kept");
     }
@@ -103,7 +114,7 @@ mod tests {
     fn one_integration_alone_is_first_in_first_out() {
         let mut t = Turns::default();
         for i in 0..100 {
-            t.push("only", i);
+            t.push(("only", i));
         }
         assert_eq!(drain(&mut t), (0..100).collect::<Vec<_>>());
     }

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Warm-up events (pool connections opened, first claims made) get ids far from the measured ones.
-const WARMUP_FROM: usize = 900_000_000;
+pub(super) const WARMUP_FROM: usize = 900_000_000;
 /// A connection this far behind its schedule stops sending: the step has failed by then.
 const GIVE_UP: Duration = Duration::from_secs(5);
 

@@ -9,6 +9,7 @@
 
 use super::BenchArgs;
 use super::load::{self, Conn};
+use super::pipeline::WARMUP_FROM;
 use super::report::{Report, Row};
 use super::requests::{self, INTEGRATION, Signer};
 use super::setup::Env;
@@ -47,8 +48,9 @@ pub async fn run(args: &BenchArgs, env: &Env, report: &mut Report) -> anyhow::Re
 
     let child = env.spawn_standalone(args.worker_concurrency)?;
     child.wait_ready().await?;
-    // The first delivery of each integration opens its connection: not part of either figure.
-    let warmup = env.signer_of(INTEGRATION, 900_000_000, 1)?.sign(0)?;
+    // The burst's first delivery opens its destination's connection before the burst; the quiet
+    // integration's opens its own within the baseline, as it would for a tenant starting up.
+    let warmup = env.signer_of(INTEGRATION, WARMUP_FROM, 1)?.sign(0)?;
     Conn::open(child.addr).await?.send(&warmup).await?;
     let alone = trickle(child.addr, &quiet, 0..alone_n).await?;
     burst_to.wait_for(1, Duration::from_secs(30)).await?;
