@@ -21,12 +21,14 @@ fn event_of(integration: &str, due_secs: i64) -> Claimed {
     }
 }
 
+/// The instant `secs` after the epoch, as due times are in these tests.
+fn at(secs: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp(secs, 0).unwrap()
+}
+
 /// The claim from `secs` on, of `ns/x` alone.
 fn from(secs: i64) -> Claim {
-    Claim::From(vec![(
-        "ns/x".into(),
-        DateTime::from_timestamp(secs, 0).unwrap(),
-    )])
+    Claim::From(vec![("ns/x".into(), at(secs))])
 }
 
 #[test]
@@ -123,7 +125,6 @@ fn an_empty_claim_sends_the_next_one_back_to_a_full_claim() {
 #[test]
 fn each_integration_served_lately_has_its_own_cursor_and_no_other_is_looked_at() {
     let t0 = Instant::now();
-    let at = |s| DateTime::from_timestamp(s, 0).unwrap();
     let ms = |n| t0 + Duration::from_millis(n);
     let mut c = Cursor::default();
     let batch = [
@@ -156,7 +157,6 @@ fn each_integration_served_lately_has_its_own_cursor_and_no_other_is_looked_at()
 #[test]
 fn an_integration_not_served_lately_is_looked_at_once_a_store_names_it() {
     let t0 = Instant::now();
-    let at = |s| DateTime::from_timestamp(s, 0).unwrap();
     let ms = |n| t0 + Duration::from_millis(n);
     let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
     let claim = |list: &[(&str, DateTime<Utc>)]| {
@@ -204,7 +204,6 @@ fn an_integration_not_served_lately_is_looked_at_once_a_store_names_it() {
 #[test]
 fn claims_too_small_for_a_turn_of_each_integration_serve_them_in_turn() {
     let t0 = Instant::now();
-    let at = |s| DateTime::from_timestamp(s, 0).unwrap();
     let ms = |n| t0 + Duration::from_millis(n);
     let mut c = Cursor::default();
     c.claimed(
