@@ -120,10 +120,10 @@ async fn another_integrations_backlog_does_not_hold_an_integrations_events_back(
 /// A pool with 4 slots busy with `w/bulk`'s backlog (its destination answers in 100 ms: 40
 /// deliveries a second), its events stored for claims (no hand-over room), then one event each
 /// of three integrations no claim has served, stored one after another. Each is claimed at the
-/// pool's next claim, within a few of `w/bulk`'s deliveries: the store names its integration.
-/// On PostgreSQL each used to wait for the next full claim, up to a second; one of the first two
-/// always waited most of one (about 30 of `w/bulk`'s deliveries). SQLite's claims look at every
-/// integration anyway.
+/// pool's next claim, within a few of `w/bulk`'s deliveries (0-3 here; 15 once, in a CI run with
+/// every other test beside it): the store names its integration. On PostgreSQL each used to wait
+/// for the next full claim, up to a second; 24-27 of `w/bulk`'s deliveries each, measured. SQLite's
+/// claims look at every integration anyway.
 async fn an_integration_no_claim_served_lately_is_claimed_once_its_event_is_stored(inbox: Inbox) {
     let bulk = Destination::start().await;
     let quiet = Destination::start().await;
@@ -160,7 +160,7 @@ async fn an_integration_no_claim_served_lately_is_claimed_once_its_event_is_stor
     }
     running.stop().await;
     assert!(
-        waits.iter().all(|w| *w <= 12),
+        waits.iter().all(|w| *w <= 18),
         "w/bulk's deliveries while each quiet event waited: {waits:?}"
     );
 }
