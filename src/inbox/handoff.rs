@@ -13,8 +13,9 @@
 //! ever claim. How handed-over events share the slots with claims (so that older events are not
 //! left behind new ones) is the pool's rule, in `worker::slots`.
 //!
-//! How much room: as many events as the workers have slots, always; beyond that, up to a bound in
-//! events and in body bytes, but only while the pool keeps taking them promptly ([`may_hold`]).
+//! How much room: as many events of each integration as the workers have slots, always; beyond
+//! that, up to a bound in events and in body bytes, but only while the pool keeps taking them
+//! promptly ([`may_hold`]).
 //! An event stored for a claim costs PostgreSQL a second rewrite of its row, so a moment in which
 //! the pool falls behind used to turn into claims that slowed it further (docs/performance.md,
 //! round 15); held in memory instead, the event waits for a slot at no cost to the database.
@@ -26,6 +27,7 @@
 use super::turns::{Integration, Turns};
 use super::{Arrivals, Claimed};
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -45,13 +47,25 @@ pub struct Room {
     pub max_wait: Duration,
 }
 
-/// Whether one more event may be held, with `held` held now, the pool's last take `since_taken`
-/// ago and that event's wait `last_wait`. Past the slots, a pool that stopped taking (its slots
-/// hang on a slow destination) or whose events wait long gets no more: they would wait in memory
-/// for a slot until their lease is too short for an attempt, and be put back one by one.
-pub fn may_hold(room: &Room, held: usize, since_taken: Duration, last_wait: Duration) -> bool {
+/// Whether one more event of an integration may be held, with `held` held now (`own` of them
+/// that integration's), the pool's last take `since_taken` ago and that event's wait `last_wait`.
+/// Past the slots, an integration whose events the pool stopped taking (its slots hang on a slow
+/// destination) or whose events wait long gets no more: they would wait in memory for a slot
+/// until their lease is too short for an attempt, and be put back one by one.
+///
+/// The slots count per integration: the pool takes the events held in turns, so another
+/// integration's next event waits for one of each integration's, not for the whole backlog
+/// held. Counted over all of them, one integration's backlog sent every other's events to wait
+/// for a claim (docs/performance.md, round 35).
+pub fn may_hold(
+    room: &Room,
+    held: usize,
+    own: usize,
+    since_taken: Duration,
+    last_wait: Duration,
+) -> bool {
     held < room.events
-        && (held < room.slots || (since_taken < room.max_wait && last_wait < room.max_wait))
+        && (own < room.slots || (since_taken < room.max_wait && last_wait < room.max_wait))
 }
 
 /// The pool's pace, as the receiver reads it: when it last took an event, and how long that one
@@ -120,9 +134,38 @@ struct State {
     held: Turns<Held>,
     /// Places reserved whose event is not yet sent nor the place given back.
     reserved: usize,
+    /// Those places by integration; none kept at zero.
+    reserved_by: HashMap<String, usize>,
     closed: bool,
     /// The workers' end was dropped: an event sent now is dropped with it.
     gone: bool,
+}
+
+impl State {
+    /// The places of `integration`: its events held and its reservations.
+    fn own(&self, integration: &str) -> usize {
+        self.held.len_of(integration) + self.reserved_by.get(integration).copied().unwrap_or(0)
+    }
+
+    fn reserve(&mut self, integration: &str) {
+        self.reserved += 1;
+        match self.reserved_by.get_mut(integration) {
+            Some(n) => *n += 1,
+            None => {
+                self.reserved_by.insert(integration.to_owned(), 1);
+            }
+        }
+    }
+
+    fn unreserve(&mut self, integration: &str) {
+        self.reserved -= 1;
+        if let Some(n) = self.reserved_by.get_mut(integration) {
+            *n -= 1;
+            if *n == 0 {
+                self.reserved_by.remove(integration);
+            }
+        }
+    }
 }
 
 impl Shared {
@@ -160,6 +203,7 @@ pub struct Handed {
 #[derive(Debug)]
 pub struct Reservation {
     shared: Arc<Shared>,
+    integration: String,
     /// `None` once sent.
     bytes: Option<OwnedSemaphorePermit>,
     lease_until: DateTime<Utc>,
@@ -195,21 +239,29 @@ impl Handoff {
         self.arrivals.committed_for(integration);
     }
 
-    /// A place for one event of `body_len` bytes leased from `now`, or `None` when the workers
-    /// have no room (or have stopped): the event is then stored `pending` for a claim.
-    pub fn reserve(&self, now: DateTime<Utc>, body_len: usize) -> Option<Reservation> {
+    /// A place for one event of `integration` of `body_len` bytes leased from `now`, or `None`
+    /// when the workers have no room for it (or have stopped): the event is then stored
+    /// `pending` for a claim.
+    pub fn reserve(
+        &self,
+        integration: &str,
+        now: DateTime<Utc>,
+        body_len: usize,
+    ) -> Option<Reservation> {
         let (since_taken, last_wait) = self.pace.read();
         let bytes = u32::try_from(body_len).ok()?;
         let mut state = self.shared.lock();
         let held = state.held.len() + state.reserved;
-        if state.closed || !may_hold(&self.room, held, since_taken, last_wait) {
+        let own = state.own(integration);
+        if state.closed || !may_hold(&self.room, held, own, since_taken, last_wait) {
             return None;
         }
         let bytes = self.bytes.clone().try_acquire_many_owned(bytes).ok()?;
-        state.reserved += 1;
+        state.reserve(integration);
         drop(state);
         Some(Reservation {
             shared: self.shared.clone(),
+            integration: integration.to_owned(),
             bytes: Some(bytes),
             lease_until: lease_until(now, self.lease),
         })
@@ -234,7 +286,7 @@ impl Reservation {
     pub fn send(mut self, event: Claimed) {
         let bytes = self.bytes.take().expect("a reservation is sent once");
         let mut state = self.shared.lock();
-        state.reserved -= 1;
+        state.unreserve(&self.integration);
         if !state.gone {
             state.held.push(Held {
                 event,
@@ -252,7 +304,7 @@ impl Drop for Reservation {
             return;
         }
         let mut state = self.shared.lock();
-        state.reserved -= 1;
+        state.unreserve(&self.integration);
         let last = state.closed && state.reserved == 0;
         drop(state);
         if last {

@@ -65,6 +65,11 @@ impl<T: Integration> Turns<T> {
     pub(super) fn len(&self) -> usize {
         self.len
     }
+
+    /// The items of `integration` waiting.
+    pub(super) fn len_of(&self, integration: &str) -> usize {
+        self.by.get(integration).map_or(0, VecDeque::len)
+    }
 }
 
 #[cfg(test)]

@@ -48,7 +48,7 @@ pub(super) async fn store(
         .handoff
         .as_ref()
         .filter(|_| !received.ignored && received.unsupported.is_none())
-        .and_then(|h| h.reserve(chrono::Utc::now(), event.body_len()));
+        .and_then(|h| h.reserve(&route.integration, chrono::Utc::now(), event.body_len()));
     let (event, claim) = match &place {
         Some(place) => {
             let event = event.leased(place.lease_until());

@@ -15,6 +15,12 @@
 //! not counted as an attempt, once none has for [`STALL`]: deferred for as long as it has been
 //! stuck or quiet, at least [`STALL`] and at most [`DEFER_MAX`], so an hour's outage costs each of
 //! its events a few rewrites, not one a second.
+//!
+//! "New" means idle for [`STALL`]: an integration whose deliveries all ended a moment ago is
+//! still known to answer. Forgotten the moment it held none, a backlog delivered in waves (a
+//! claim's events start together and end together) was new again at every wave: bound to its
+//! share, its further claimed events waited in memory, and took every slot ahead of other
+//! integrations' events once one of the wave ended (docs/performance.md, round 35).
 
 use super::defaults::{DEFER_MAX, STALL};
 use std::collections::HashMap;
@@ -49,6 +55,36 @@ struct Entry {
     reported: bool,
 }
 
+/// How long a stuck integration that holds no slot is remembered: past two of its longest
+/// deferrals, none of its events came back, and the integration is likely gone.
+const FORGET_STUCK: Duration = Duration::from_secs(2 * DEFER_MAX.as_secs());
+
+impl Entry {
+    fn new(now: Instant) -> Self {
+        Self {
+            held: 0,
+            busy_since: now,
+            last_end: None,
+            stuck_since: None,
+            reported: false,
+        }
+    }
+
+    /// Whether the entry says nothing worth keeping at `now`: it holds no slot, and its last
+    /// answer (or timeout, if stuck) is too old to count.
+    fn forgettable(&self, now: Instant) -> bool {
+        let keep = if self.stuck_since.is_some() {
+            FORGET_STUCK
+        } else {
+            STALL
+        };
+        self.held == 0
+            && self
+                .last_end
+                .is_none_or(|end| now.saturating_duration_since(end) >= keep)
+    }
+}
+
 /// The slots each integration holds in one pool, and how its deliveries have been ending.
 #[derive(Debug)]
 pub(super) struct Fair {
@@ -56,6 +92,8 @@ pub(super) struct Fair {
     /// The slots held, all integrations together.
     total: usize,
     by: HashMap<String, Entry>,
+    /// When entries were last looked over for ones to forget.
+    swept: Option<Instant>,
 }
 
 impl Fair {
@@ -64,6 +102,7 @@ impl Fair {
             concurrency,
             total: 0,
             by: HashMap::new(),
+            swept: None,
         }
     }
 
@@ -102,22 +141,21 @@ impl Fair {
         self.total += 1;
         let e = match self.by.get_mut(integration) {
             Some(e) => e,
-            None => self.by.entry(integration.to_owned()).or_insert(Entry {
-                held: 0,
-                busy_since: now,
-                last_end: None,
-                stuck_since: None,
-                reported: false,
-            }),
+            None => self
+                .by
+                .entry(integration.to_owned())
+                .or_insert(Entry::new(now)),
         };
-        if e.held == 0 {
-            e.busy_since = now;
+        // Idle for a while, it is new to the slots again; idle a moment, its last answer counts.
+        if e.held == 0 && e.forgettable(now) {
+            *e = Entry::new(now);
         }
         e.held += 1;
     }
 
     /// One of its deliveries ended; `timed_out` when the destination never answered in time.
     pub(super) fn ended(&mut self, integration: &str, timed_out: bool, now: Instant) {
+        self.sweep(now);
         let Some(e) = self.by.get_mut(integration) else {
             return;
         };
@@ -130,10 +168,19 @@ impl Fair {
             e.stuck_since = None;
             e.reported = false;
         }
-        // An idle integration that is not stuck has nothing worth remembering.
-        if e.held == 0 && e.stuck_since.is_none() {
-            self.by.remove(integration);
+    }
+
+    /// Forgets the entries that say nothing any more, at most once per [`STALL`]: integrations
+    /// come and go with their manifests.
+    fn sweep(&mut self, now: Instant) {
+        if self
+            .swept
+            .is_some_and(|at| now.saturating_duration_since(at) < STALL)
+        {
+            return;
         }
+        self.swept = Some(now);
+        self.by.retain(|_, e| !e.forgettable(now));
     }
 
     /// Whether this is the integration's first deferral since it last made progress: the one a
@@ -295,21 +342,59 @@ mod tests {
         assert_eq!(f.turn("a", now + TIMEOUT + STALL), Turn::Start);
     }
 
+    /// A backlog delivered in waves: a claim's eight start together and end together, and the
+    /// next claim's start a moment later. Forgotten as soon as it held none, `a` was new at every
+    /// wave and bound to 6 of the 8 slots.
     #[test]
-    fn idle_integrations_are_forgotten_unless_stuck() {
+    fn an_integration_whose_deliveries_all_ended_a_moment_ago_may_take_every_slot() {
         let t = Instant::now();
         let mut f = Fair::new(8);
-        f.started("a", t);
-        f.started("b", t);
+        assert_eq!(fill(&mut f, "a", t, 8), 6, "new: its share");
+        for _ in 0..6 {
+            f.ended("a", false, t + MS);
+        }
+        assert_eq!(fill(&mut f, "a", t + MS, 8), 8, "it answers");
+        let mut now = t + MS;
+        for wave in 1..=5 {
+            now += 30 * MS;
+            for _ in 0..8 {
+                f.ended("a", false, now);
+            }
+            now += 2 * MS;
+            assert_eq!(fill(&mut f, "a", now, 8), 8, "wave {wave}");
+        }
+        for _ in 0..8 {
+            f.ended("a", false, now);
+        }
+        assert_eq!(
+            fill(&mut f, "a", now + STALL, 8),
+            6,
+            "idle for a second: new again"
+        );
+    }
+
+    #[test]
+    fn idle_integrations_are_forgotten_a_while_after_their_last_delivery_ended() {
+        let t = Instant::now();
+        let mut f = Fair::new(8);
+        for name in ["a", "b"] {
+            f.started(name, t);
+        }
         f.ended("a", false, t);
         f.ended("b", true, t);
-        assert!(!f.by.contains_key("a"));
+        assert_eq!(f.by.len(), 2, "both ended a moment ago");
+        f.ended("gone", false, t + STALL);
+        assert!(!f.by.contains_key("a"), "idle for a second");
         assert!(f.by["b"].stuck_since.is_some(), "b timed out: kept");
-        f.ended("gone", false, t);
         assert_eq!(
             (f.by.len(), f.total),
             (1, 0),
             "an end without a start changes nothing"
+        );
+        f.ended("gone", false, t + FORGET_STUCK);
+        assert!(
+            f.by.is_empty(),
+            "no event of b's for two of its longest deferrals: gone"
         );
     }
 

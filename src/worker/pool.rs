@@ -113,8 +113,17 @@ impl Worker {
             let free = slots.min(held_limit(cfg.concurrency).saturating_sub(held));
             if !claim_now(free, cfg.concurrency) {
                 // Woken by a task that ended, or by enough slots coming back when the slots
-                // (not events being recorded) are what holds the claim back.
-                let enough = quarter(cfg.concurrency);
+                // (not events being recorded) are what holds the claim back. A handed-over event
+                // that may start needs one slot, not the claim's quarter: its integration's next
+                // event waited for a claim's worth of another's deliveries to answer.
+                let handed_may_start = waiting.is_some()
+                    && share.may_start_handed()
+                    && held < held_limit(cfg.concurrency);
+                let enough = if handed_may_start {
+                    1
+                } else {
+                    quarter(cfg.concurrency)
+                };
                 let wait = u32::try_from(enough).unwrap_or(u32::MAX);
                 tokio::select! {
                     _ = &mut shutdown => break,

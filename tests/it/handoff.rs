@@ -28,7 +28,7 @@ fn room(n: usize) -> HandoffRoom {
 }
 
 /// (status, attempts, locked_until, headers) of one event's row.
-async fn stored(
+pub(crate) async fn stored(
     s: &Setup,
     event_id: &str,
 ) -> (String, i64, Option<DateTime<Utc>>, serde_json::Value) {
@@ -47,7 +47,7 @@ async fn stored(
 
 /// The pool of `s` with a poll of an hour, leasing for [`LEASE`], with the receiver of `s`
 /// handing over to it: an event it delivers promptly was handed over, never claimed.
-fn pool_with_handoff(s: &mut Setup, concurrency: usize) -> hookgate::worker::Worker {
+pub(crate) fn pool_with_handoff(s: &mut Setup, concurrency: usize) -> hookgate::worker::Worker {
     let w = s.worker_with(WorkerConfig {
         concurrency,
         lease: LEASE,
@@ -140,7 +140,9 @@ async fn without_room_an_event_is_stored_pending_for_a_claim(inbox: Inbox) {
     let mut s = Setup::new(inbox).await;
     let (end, mut handed) = handoff(room(1), LEASE, Arrivals::default());
     s.h.receiver = s.h.receiver.clone().with_handoff(end.clone());
-    let taken = end.reserve(Utc::now(), 0).expect("the one place");
+    let taken = end
+        .reserve("w/orders", Utc::now(), 0)
+        .expect("the one place");
     s.event("w/orders", "p-1", "{}").await;
     let (status, attempts, locked, _) = stored(&s, "p-1").await;
     assert_eq!((status.as_str(), attempts, locked), ("pending", 0, None));

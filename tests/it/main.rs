@@ -33,6 +33,7 @@ mod faults_delivery;
 mod fuzz_smoke;
 mod group_commit;
 mod handoff;
+mod handoff_tenants;
 mod hostile_http;
 mod hostile_inputs;
 mod inbox_figures_plans;
