@@ -137,6 +137,11 @@ impl Fair {
         cap(self.concurrency.saturating_sub(others))
     }
 
+    /// The slots `integration` holds.
+    pub(super) fn holds(&self, integration: &str) -> usize {
+        self.by.get(integration).map_or(0, |e| e.held)
+    }
+
     pub(super) fn started(&mut self, integration: &str, now: Instant) {
         self.total += 1;
         let e = match self.by.get_mut(integration) {

@@ -53,6 +53,8 @@ impl Worker {
         // One handed-over event taken while waiting, started as soon as a slot is free.
         let mut waiting: Option<Claimed> = None;
         let mut cursor = super::cursor::Cursor::default();
+        // Events were stored for a claim of an integration holding none of the slots.
+        let mut for_idle = false;
         tokio::pin!(shutdown);
         loop {
             // The waits below watch for the stop too, but a loop whose claims always find work
@@ -65,7 +67,11 @@ impl Worker {
             }
             if self.inner.arrivals.take() {
                 share.events_waiting();
-                cursor.events_stored(self.inner.arrivals.take_integrations());
+                let named = self.inner.arrivals.take_integrations();
+                let shares = lock(&fair);
+                for_idle |= named.iter().any(|n| shares.holds(n) == 0);
+                drop(shares);
+                cursor.events_stored(named);
             }
             let mut deferred: Vec<(Claimed, Duration)> = Vec::new();
             self.start_parked(&mut Starts {
@@ -111,15 +117,16 @@ impl Worker {
             let slots = permits.available_permits();
             let held = tasks.len() + parked.len();
             let free = slots.min(held_limit(cfg.concurrency).saturating_sub(held));
-            if !claim_now(free, cfg.concurrency) {
-                // Woken by a task that ended, or by enough slots coming back when the slots
-                // (not events being recorded) are what holds the claim back. A handed-over event
-                // that may start needs one slot, not the claim's quarter: its integration's next
-                // event waited for a claim's worth of another's deliveries to answer.
+            if !claim_now(free, cfg.concurrency, for_idle) {
+                // Woken by a task that ended, by a store, or by enough slots coming back when the
+                // slots (not events being recorded) are what holds the claim back. A handed-over
+                // event that may start, or the claim of an integration holding no slot, needs one
+                // slot, not the claim's quarter: that integration's next event waited for a
+                // claim's worth of another's deliveries to answer.
                 let handed_may_start = waiting.is_some()
                     && share.may_start_handed()
                     && held < held_limit(cfg.concurrency);
-                let enough = if handed_may_start {
+                let enough = if handed_may_start || for_idle {
                     1
                 } else {
                     quarter(cfg.concurrency)
@@ -132,6 +139,8 @@ impl Worker {
                         continue;
                     }
                     _ = permits.acquire_many(wait), if slots < enough => continue,
+                    // An integration holding no slot may have had events stored meanwhile.
+                    _ = self.inner.arrivals.wait() => continue,
                     Some(event) = next_handed(&mut handed), if waiting.is_none() => {
                         waiting = Some(event);
                         continue;
@@ -181,6 +190,7 @@ impl Worker {
                     Vec::new()
                 }
             };
+            for_idle = false;
             self.inner.metrics.claim(batch.len());
             cursor.claimed(&claim, &batch, free, Instant::now());
             share.claimed(free, batch.len());

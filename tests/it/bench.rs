@@ -459,6 +459,44 @@ fn bench_runs_the_pipeline_with_a_receiver_that_delivers_beside_a_worker_process
     assert!(handed > 0.0 && handed <= 100.0, "{step}");
 }
 
+/// `--tenants-topology split`: the tenants phase against a receiver and a worker process, its
+/// rows and check named after the topology, both processes started, the topology in the setup.
+#[test]
+fn bench_runs_the_tenants_phase_split_into_a_receiver_and_a_worker_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let (other, ran) = noting_wrapper(dir.path());
+    let tenants = [
+        "--only",
+        "tenants",
+        "--tenants-topology",
+        "split",
+        "--tenants-backlog",
+        "1s",
+        "--hookgate",
+        other.to_str().unwrap(),
+    ];
+    let (report, _) = bench(&[TINY, &tenants].concat());
+    let started = std::fs::read_to_string(&ran).unwrap_or_default();
+    assert_eq!(
+        started.lines().collect::<Vec<_>>(),
+        ["standalone", "worker"],
+        "one receiver and one worker process"
+    );
+    assert_eq!(report["setup"]["tenants_topology"], "split", "{report}");
+    let phases = phases(&report);
+    for row in [
+        "split tenants: quiet integration alone",
+        "split tenants: quiet beside another's backlog",
+        "split tenants: backlog delivered",
+    ] {
+        assert!(phases.contains(&row), "{row} missing from {phases:?}");
+    }
+    assert_eq!(
+        names(&report, "checks", "check"),
+        ["split tenants: quiet p99 / backlog's drain"]
+    );
+}
+
 #[test]
 fn bench_measures_the_build_given_with_hookgate() {
     let dir = tempfile::tempdir().unwrap();

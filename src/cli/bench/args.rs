@@ -67,6 +67,10 @@ pub struct BenchArgs {
     /// after `--worker-concurrency` times this divided by `--events`.
     #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
     pub tenants_backlog: Duration,
+    /// What the tenants phase runs, as `--pipeline-topology` for the pipeline: in `split` every
+    /// event is stored for a claim, as in the chart's default.
+    #[arg(long, value_enum, default_value_t = Topology::Standalone)]
+    pub tenants_topology: Topology,
     /// The hookgate binary the bench starts as receiver and workers; by default itself. With
     /// another build here, two builds are compared under the same load generator and sink.
     #[arg(long, value_name = "PATH")]
@@ -134,7 +138,7 @@ impl BenchArgs {
     }
 }
 
-/// How the pipeline phase deploys receiver and workers.
+/// How the pipeline and tenants phases deploy receiver and workers.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Topology {
     /// `hookgate standalone`: one process, which hands new events to its own workers.

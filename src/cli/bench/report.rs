@@ -100,6 +100,8 @@ impl Report {
                 "pipeline_step_s": args.pipeline_secs.as_secs_f64(),
                 "pipeline_steps": args.pipeline_steps,
                 "tenants_backlog_s": args.tenants_backlog.as_secs_f64(),
+                "pipeline_topology": args.pipeline_topology.flag(),
+                "tenants_topology": args.tenants_topology.flag(),
                 "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
                 "version": env!("CARGO_PKG_VERSION"),
                 "profile": if cfg!(debug_assertions) { "debug" } else { "release" },

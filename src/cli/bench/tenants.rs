@@ -1,5 +1,6 @@
 //! Tenants: one integration's backlog beside another integration's trickle, in `hookgate
-//! standalone` as a user first runs it. A burst of `--events` to a destination that answers each
+//! standalone` as a user first runs it (or `--tenants-topology split`, the chart's receiver and
+//! worker processes, where every event is claimed). A burst of `--events` to a destination that answers each
 //! after a delay takes `--tenants-backlog` to deliver; a second integration, whose destination
 //! answers at once, sends a few events a second, first alone and then while the backlog drains.
 //! Its completion latency (sent → `processed_at`) beside the backlog, as a share of the backlog's
@@ -8,6 +9,7 @@
 //! in turns, for a few deliveries (near 0).
 
 use super::BenchArgs;
+use super::deployment::Deployment;
 use super::load::{self, Conn};
 use super::pipeline::WARMUP_FROM;
 use super::report::{Report, Row};
@@ -35,6 +37,7 @@ pub async fn run(args: &BenchArgs, env: &Env, report: &mut Report) -> anyhow::Re
     let delay = answer_delay(args);
     let burst_to = Counter::answering_after(delay).await?;
     let quiet_to = Counter::start().await?;
+    let topology = args.tenants_topology;
     env.reset().await?;
     env.write_integrations(&[("stripe", &burst_to.url()), ("quiet", &quiet_to.url())])?;
     let backlog = args.tenants_backlog;
@@ -42,17 +45,19 @@ pub async fn run(args: &BenchArgs, env: &Env, report: &mut Report) -> anyhow::Re
     let quiet = env.signer_of(QUIET, QUIET_FROM, alone_n + beside_n)?;
     let burst = env.signer_of(INTEGRATION, 0, args.events)?.all()?;
     eprintln!(
-        "bench: tenants: a burst of {} events answered after {delay:?} each ({backlog:?} at {} slots) beside a trickle of {TRICKLE_RATE}/s",
-        args.events, args.worker_concurrency
+        "bench: tenants ({}): a burst of {} events answered after {delay:?} each ({backlog:?} at {} slots) beside a trickle of {TRICKLE_RATE}/s",
+        topology.label(),
+        args.events,
+        args.worker_concurrency
     );
 
-    let child = env.spawn_standalone(args.worker_concurrency)?;
-    child.wait_ready().await?;
+    let deployment = Deployment::start(env, topology, args.worker_concurrency).await?;
+    let addr = deployment.addr();
     // The burst's first delivery opens its destination's connection before the burst; the quiet
     // integration's opens its own within the baseline, as it would for a tenant starting up.
     let warmup = env.signer_of(INTEGRATION, WARMUP_FROM, 1)?.sign(0)?;
-    Conn::open(child.addr).await?.send(&warmup).await?;
-    let alone = trickle(child.addr, &quiet, 0..alone_n).await?;
+    Conn::open(addr).await?.send(&warmup).await?;
+    let alone = trickle(addr, &quiet, 0..alone_n).await?;
     burst_to.wait_for(1, Duration::from_secs(30)).await?;
     quiet_to
         .wait_for(alone_n, Duration::from_secs(30))
@@ -60,7 +65,7 @@ pub async fn run(args: &BenchArgs, env: &Env, report: &mut Report) -> anyhow::Re
         .context("the quiet integration alone")?;
 
     let started = Instant::now();
-    let sent = load::closed_loop(child.addr, &burst, args.concurrency).await?;
+    let sent = load::closed_loop(addr, &burst, args.concurrency).await?;
     sent.expect_all(200, false, "tenants: the burst")?;
     let drained = async {
         // The warm-up's delivery came first.
@@ -68,41 +73,42 @@ pub async fn run(args: &BenchArgs, env: &Env, report: &mut Report) -> anyhow::Re
         burst_to.wait_for(args.events + 1, limit).await?;
         anyhow::Ok(started.elapsed())
     };
-    let (beside, drain) = tokio::join!(
-        trickle(child.addr, &quiet, alone_n..alone_n + beside_n),
-        drained
-    );
+    let (beside, drain) = tokio::join!(trickle(addr, &quiet, alone_n..alone_n + beside_n), drained);
     let (beside, drain) = (beside?, drain.context("the burst's backlog")?);
     quiet_to
         .wait_for(alone_n + beside_n, Duration::from_secs(60))
         .await
         .context("the quiet integration beside the backlog")?;
     let processed = processed_at(env, alone_n + beside_n).await?;
-    child.stop();
+    deployment.stop();
 
     let alone = completion(&alone, &processed)?;
     let (beside, after_drain) = (
         completion(&beside, &processed)?,
         late(&beside, started, drain),
     );
-    report.push(Row::throughput("tenants: quiet integration alone", &alone));
+    let named = |name: &str| topology.named(name);
     report.push(Row::throughput(
-        "tenants: quiet beside another's backlog",
+        &named("tenants: quiet integration alone"),
+        &alone,
+    ));
+    report.push(Row::throughput(
+        &named("tenants: quiet beside another's backlog"),
         &beside,
     ));
     report.push(Row::rate(
-        "tenants: backlog delivered",
+        &named("tenants: backlog delivered"),
         args.events as f64 / drain.as_secs_f64(),
     ));
     let drain_s = drain.as_secs_f64();
     report.ratio_max(
-        "tenants: quiet p99 / backlog's drain",
+        &named("tenants: quiet p99 / backlog's drain"),
         beside.p99_ms() / 1e3 / drain_s,
         TARGET,
     );
-    report.figure("tenants: backlog's drain (s)", drain_s);
+    report.figure(&named("tenants: backlog's drain (s)"), drain_s);
     report.figure(
-        "tenants: quiet p99 beside / alone",
+        &named("tenants: quiet p99 beside / alone"),
         beside.p99_ms() / alone.p99_ms().max(1e-3),
     );
     if after_drain > 0 {

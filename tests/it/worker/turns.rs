@@ -165,8 +165,52 @@ async fn an_integration_no_claim_served_lately_is_claimed_once_its_event_is_stor
     );
 }
 
+/// Eight slots, every event stored for a claim (no hand-over room), seven of them held by
+/// `w/bulk`'s deliveries that hang. `w/orders`'s event is claimed on the eighth: its integration
+/// holds no slot. (Until round 35 a busy pool claimed only with a quarter of its slots free, two,
+/// and the event waited for the hung deliveries to time out.)
+async fn an_idle_integrations_event_is_claimed_on_the_first_free_slot(inbox: Inbox) {
+    let (mut s, bulk) = bulk_and_orders(inbox).await;
+    // b-0 and b-2 answer while b-1 hangs: `w/bulk`'s destination answers, it may take every slot.
+    bulk.script([
+        Answer::After(Duration::from_millis(50)),
+        Answer::Hang,
+        Answer::After(Duration::from_millis(50)),
+    ]);
+    let (w, end) = s
+        .worker_with(WorkerConfig {
+            concurrency: 8,
+            // The hung deliveries outlast the test: an attempt may take ¾ of the lease.
+            lease: Duration::from_secs(60),
+            poll: Duration::from_secs(3600),
+            handoff_events: 0,
+            ..cfg()
+        })
+        .with_handoff();
+    s.h.receiver = s.h.receiver.clone().with_handoff(end);
+    let running = crate::common::running::start([w]);
+    for (n, id) in ["b-0", "b-1", "b-2"].into_iter().enumerate() {
+        s.event("w/bulk", id, "{}").await;
+        bulk.wait_for(n + 1, Duration::from_secs(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Each is claimed as it is stored, with two slots or more free.
+    bulk.always(Answer::Hang);
+    for (n, i) in (3..9).enumerate() {
+        s.event("w/bulk", &format!("b-{i}"), "{}").await;
+        bulk.wait_for(n + 4, Duration::from_secs(5)).await;
+    }
+    assert_eq!(bulk.received().len(), 9, "w/bulk holds seven slots");
+    s.event("w/orders", "o-0", "{}").await;
+    // Well within `w/bulk`'s attempts (10 s, the default timeout).
+    let got = s.dest.wait_for(1, Duration::from_secs(5)).await.len();
+    running.stop().await;
+    assert_eq!(got, 1, "w/orders's event took the one free slot");
+}
+
 on_both_backends!(
     an_integration_no_claim_served_lately_is_claimed_once_its_event_is_stored,
+    an_idle_integrations_event_is_claimed_on_the_first_free_slot,
     a_claim_takes_each_integrations_oldest_events_in_turns,
     another_integrations_backlog_does_not_hold_an_integrations_events_back,
 );
