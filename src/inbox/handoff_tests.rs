@@ -84,15 +84,21 @@ async fn bodies_held_stay_within_the_byte_budget_until_the_pool_takes_them() {
     );
 }
 
-#[tokio::test]
-async fn a_pool_that_stops_taking_gets_no_more_than_its_slots() {
+/// A hand-over with one slot and room for ten, for a pool that lags once what it took waited
+/// 50 ms.
+fn lagging_in_50_ms() -> (Handoff, Handed) {
     let room = Room {
         slots: 1,
         events: 10,
         body_bytes: usize::MAX,
         max_wait: Duration::from_millis(50),
     };
-    let (handoff, mut handed) = handoff(room, Duration::from_secs(60), Arrivals::default());
+    handoff(room, Duration::from_secs(60), Arrivals::default())
+}
+
+#[tokio::test]
+async fn a_pool_that_stops_taking_gets_no_more_than_its_slots() {
+    let (handoff, mut handed) = lagging_in_50_ms();
     let now = Utc::now();
     let mut kept = vec![handoff.reserve("t/a", now, 0).expect("within the slots")];
     kept.push(
@@ -133,13 +139,7 @@ async fn a_pool_that_stops_taking_gets_no_more_than_its_slots() {
 /// gets its slot's worth, reserved or held, and the pool takes it before `t/a`'s second.
 #[tokio::test]
 async fn past_its_slots_an_integration_gets_no_more_and_another_still_does() {
-    let room = Room {
-        slots: 1,
-        events: 10,
-        body_bytes: usize::MAX,
-        max_wait: Duration::from_millis(50),
-    };
-    let (handoff, mut handed) = handoff(room, Duration::from_secs(60), Arrivals::default());
+    let (handoff, mut handed) = lagging_in_50_ms();
     let now = Utc::now();
     let (a1, a2) = (
         handoff.reserve("t/a", now, 0).expect("within the slots"),

@@ -411,25 +411,12 @@ async fn a_burst_past_the_slots_is_handed_over_without_a_claim(inbox: Inbox) {
 /// held in turns by integration, so `w/orders`'s starts within a few of `w/bulk`'s. (Taken in
 /// commit order, it waited for all 30: three seconds.)
 async fn a_handed_burst_does_not_hold_back_another_integrations_next_event(inbox: Inbox) {
-    let bulk = crate::common::destination::Destination::start().await;
-    let orders = crate::common::destination::Destination::start().await;
-    let yaml = crate::worker::integrations(&[
-        ("bulk", &format!(r#"{{url: "{}"}}"#, bulk.url)),
-        ("orders", &format!(r#"{{url: "{}"}}"#, orders.url)),
-    ]);
-    let mut s = Setup::with_yaml(inbox, orders, &yaml);
-    bulk.script([
-        Answer::After(Duration::from_millis(100)),
-        Answer::After(Duration::from_secs(30)),
-    ]);
+    let (mut s, bulk) = crate::worker::bulk_and_orders(inbox).await;
     bulk.always(Answer::After(Duration::from_millis(200)));
     let w = pool_with_handoff(&mut s, 3);
     let running = crate::common::running::start([w]);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    for (n, id) in ["b-0", "b-1", "b-2"].into_iter().enumerate() {
-        s.event("w/bulk", id, "{}").await;
-        bulk.wait_for(n + 1, Duration::from_secs(10)).await;
-    }
+    crate::worker::bulk_answers_while_one_hangs(&s, &bulk).await;
     // b-0 and b-2 answered while b-1 hangs: `w/bulk` is not bound to its share.
     tokio::time::sleep(Duration::from_millis(400)).await;
     for i in 3..33 {

@@ -2,9 +2,9 @@
 //! pool's slots (PostgreSQL: a lock on `delivery_attempts` holds every outcome, which is how the
 //! slots come back before the tasks that held them end).
 
-use crate::common::destination::{Answer, Destination};
+use crate::common::destination::Answer;
 use crate::handoff::{pool_with_handoff, stored};
-use crate::worker::Setup;
+use crate::worker::{bulk_and_orders, bulk_answers_while_one_hangs};
 use hookgate::inbox::Inbox;
 use std::time::Duration;
 
@@ -14,27 +14,11 @@ use std::time::Duration;
 /// quarter of the slots, two, which a claim waits for: here, until the lock went.)
 #[sqlx::test(migrations = "migrations/postgres")]
 async fn a_handed_event_takes_the_first_slot_that_comes_back(pool: sqlx::PgPool) {
-    let bulk = Destination::start().await;
-    let orders = Destination::start().await;
-    let yaml = crate::worker::integrations(&[
-        ("bulk", &format!(r#"{{url: "{}"}}"#, bulk.url)),
-        ("orders", &format!(r#"{{url: "{}"}}"#, orders.url)),
-    ]);
-    let mut s = Setup::with_yaml(Inbox::Postgres(pool.clone()), orders, &yaml);
-    // b-1 hangs throughout, so `w/bulk` stays busy; b-0 and b-2 answer within it, which tells
-    // the pool that `w/bulk`'s destination answers: it may take every slot.
-    bulk.script([
-        Answer::After(Duration::from_millis(50)),
-        Answer::Hang,
-        Answer::After(Duration::from_millis(50)),
-    ]);
+    let (mut s, bulk) = bulk_and_orders(Inbox::Postgres(pool.clone())).await;
     let w = pool_with_handoff(&mut s, 8);
     let running = crate::common::running::start([w]);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    for (n, id) in ["b-0", "b-1", "b-2"].into_iter().enumerate() {
-        s.event("w/bulk", id, "{}").await;
-        bulk.wait_for(n + 1, Duration::from_secs(10)).await;
-    }
+    bulk_answers_while_one_hangs(&s, &bulk).await;
     wait_processed(&pool, &["b-0", "b-2"]).await;
 
     let mut blocker = pool.begin().await.unwrap();
@@ -83,13 +67,7 @@ async fn wait_processed(pool: &sqlx::PgPool, ids: &[&str]) {
 /// is still held: the slots' worth held whatever the pool's pace is each integration's. (Until
 /// round 35 it was every integration's together, and `w/orders`'s event waited for a claim.)
 async fn past_a_backlogs_slots_another_integrations_event_is_still_handed_over(inbox: Inbox) {
-    let bulk = Destination::start().await;
-    let orders = Destination::start().await;
-    let yaml = crate::worker::integrations(&[
-        ("bulk", &format!(r#"{{url: "{}"}}"#, bulk.url)),
-        ("orders", &format!(r#"{{url: "{}"}}"#, orders.url)),
-    ]);
-    let mut s = Setup::with_yaml(inbox, orders, &yaml);
+    let (mut s, bulk) = bulk_and_orders(inbox).await;
     bulk.always(Answer::Hang);
     let w = pool_with_handoff(&mut s, 1);
     let running = crate::common::running::start([w]);

@@ -310,3 +310,29 @@ pub(crate) fn assert_between(
 pub(crate) fn secs(n: i64) -> chrono::Duration {
     chrono::Duration::seconds(n)
 }
+
+/// A setup whose `w/orders` delivers to `s.dest`, and `w/bulk` to the destination returned.
+pub(crate) async fn bulk_and_orders(inbox: Inbox) -> (Setup, Destination) {
+    let bulk = Destination::start().await;
+    let orders = Destination::start().await;
+    let yaml = integrations(&[
+        ("bulk", &format!(r#"{{url: "{}"}}"#, bulk.url)),
+        ("orders", &format!(r#"{{url: "{}"}}"#, orders.url)),
+    ]);
+    (Setup::with_yaml(inbox, orders, &yaml), bulk)
+}
+
+/// Sends `w/bulk`'s b-0, b-1 and b-2 one after another to a running pool: b-1 hangs, so
+/// `w/bulk` stays busy, and b-0 and b-2 answer within it, which tells the pool that `w/bulk`'s
+/// destination answers: it may take every slot (`worker::fair`).
+pub(crate) async fn bulk_answers_while_one_hangs(s: &Setup, bulk: &Destination) {
+    bulk.script([
+        crate::common::destination::Answer::After(Duration::from_millis(50)),
+        crate::common::destination::Answer::Hang,
+        crate::common::destination::Answer::After(Duration::from_millis(50)),
+    ]);
+    for (n, id) in ["b-0", "b-1", "b-2"].into_iter().enumerate() {
+        s.event("w/bulk", id, "{}").await;
+        bulk.wait_for(n + 1, Duration::from_secs(10)).await;
+    }
+}

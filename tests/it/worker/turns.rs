@@ -3,17 +3,6 @@
 
 use super::*;
 
-/// A setup whose `w/orders` delivers to `s.dest`, and `w/bulk` to the destination returned.
-async fn bulk_and_orders(inbox: Inbox) -> (Setup, Destination) {
-    let bulk = Destination::start().await;
-    let orders = Destination::start().await;
-    let yaml = integrations(&[
-        ("bulk", &format!(r#"{{url: "{}"}}"#, bulk.url)),
-        ("orders", &format!(r#"{{url: "{}"}}"#, orders.url)),
-    ]);
-    (Setup::with_yaml(inbox, orders, &yaml), bulk)
-}
-
 /// `w/bulk`'s `bulk` events, then `w/orders`'s `orders`, each stored after the one before.
 async fn store(s: &Setup, bulk: usize, orders: usize) {
     for i in 0..bulk {
@@ -171,12 +160,6 @@ async fn an_integration_no_claim_served_lately_is_claimed_once_its_event_is_stor
 /// and the event waited for the hung deliveries to time out.)
 async fn an_idle_integrations_event_is_claimed_on_the_first_free_slot(inbox: Inbox) {
     let (mut s, bulk) = bulk_and_orders(inbox).await;
-    // b-0 and b-2 answer while b-1 hangs: `w/bulk`'s destination answers, it may take every slot.
-    bulk.script([
-        Answer::After(Duration::from_millis(50)),
-        Answer::Hang,
-        Answer::After(Duration::from_millis(50)),
-    ]);
     let (w, end) = s
         .worker_with(WorkerConfig {
             concurrency: 8,
@@ -189,10 +172,7 @@ async fn an_idle_integrations_event_is_claimed_on_the_first_free_slot(inbox: Inb
         .with_handoff();
     s.h.receiver = s.h.receiver.clone().with_handoff(end);
     let running = crate::common::running::start([w]);
-    for (n, id) in ["b-0", "b-1", "b-2"].into_iter().enumerate() {
-        s.event("w/bulk", id, "{}").await;
-        bulk.wait_for(n + 1, Duration::from_secs(10)).await;
-    }
+    bulk_answers_while_one_hangs(&s, &bulk).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     // Each is claimed as it is stored, with two slots or more free.
     bulk.always(Answer::Hang);
