@@ -190,13 +190,24 @@ impl Phase {
     ];
 }
 
+/// The flag's value, as clap reads it.
+fn flag_value(value: &impl clap::ValueEnum, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    f.write_str(
+        value
+            .to_possible_value()
+            .expect("no skipped variants")
+            .get_name(),
+    )
+}
+
 impl std::fmt::Display for Phase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use clap::ValueEnum;
-        f.write_str(
-            self.to_possible_value()
-                .expect("no skipped variants")
-                .get_name(),
-        )
+        flag_value(self, f)
+    }
+}
+
+impl std::fmt::Display for Topology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        flag_value(self, f)
     }
 }

@@ -75,15 +75,6 @@ impl Deployment {
 }
 
 impl Topology {
-    /// The flag's value.
-    pub fn flag(self) -> &'static str {
-        match self {
-            Topology::Standalone => "standalone",
-            Topology::Split => "split",
-            Topology::SplitDelivering => "split-delivering",
-        }
-    }
-
     /// How the bench's lines and tables name it.
     pub fn label(self) -> &'static str {
         match self {

@@ -1,8 +1,9 @@
 //! Tenants: one integration's backlog beside another integration's trickle, in `hookgate
 //! standalone` as a user first runs it (or `--tenants-topology split`, the chart's receiver and
-//! worker processes, where every event is claimed). A burst of `--events` to a destination that answers each
-//! after a delay takes `--tenants-backlog` to deliver; a second integration, whose destination
-//! answers at once, sends a few events a second, first alone and then while the backlog drains.
+//! worker processes, where every event is claimed). A burst of `--events` to a destination that
+//! answers each after a delay takes `--tenants-backlog` to deliver; a second integration, whose
+//! destination answers at once, sends a few events a second, first alone and then while the
+//! backlog drains.
 //! Its completion latency (sent → `processed_at`) beside the backlog, as a share of the backlog's
 //! own drain, says whether one tenant's burst holds another's events back: taken oldest first
 //! whatever their integration, the quiet events wait for the whole backlog (a share near 1); taken
