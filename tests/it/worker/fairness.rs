@@ -118,7 +118,63 @@ async fn handed_over_events_past_a_stuck_integrations_share_go_back_to_the_inbox
     running.stop().await;
 }
 
+/// Eight slots. `w/orders` delivered one event a moment ago and holds no slot; `w/bulk`'s
+/// destination answers, then hangs on a backlog of ten. `w/bulk` takes seven slots and leaves the
+/// eighth to `w/orders`, whose next event is delivered while every one of `w/bulk`'s hangs.
+/// (Until round 36 `w/bulk` took all eight, and `w/orders`'s event waited for one of its
+/// deliveries to end: here, its 10 s timeout.) `handoff_events` 0 stores every event for a claim,
+/// as the chart's receivers do; otherwise the receiver hands them over, as `standalone` does.
+/// (SQLite's claims came one event at a time here and stopped at seven anyway, a busy pool
+/// claiming only with two slots free: the hand-over shows the rule there.)
+async fn the_last_slot_kept_for_a_tenant_that_delivered_a_moment_ago(
+    inbox: Inbox,
+    handoff_events: usize,
+) {
+    let (mut s, bulk) = bulk_and_orders(inbox).await;
+    let (w, end) = s
+        .worker_with(WorkerConfig {
+            concurrency: 8,
+            // The hung deliveries outlast the test: an attempt may take ¾ of the lease.
+            lease: Duration::from_secs(60),
+            poll: Duration::from_secs(3600),
+            handoff_events,
+            ..cfg()
+        })
+        .with_handoff();
+    s.h.receiver = s.h.receiver.clone().with_handoff(end);
+    let running = crate::common::running::start([w]);
+    bulk_answers_while_one_hangs(&s, &bulk).await;
+    s.event("w/orders", "o-0", "{}").await;
+    assert_eq!(s.dest.wait_for(1, Duration::from_secs(5)).await.len(), 1);
+    bulk.always(Answer::Hang);
+    for i in 3..13 {
+        s.event("w/bulk", &format!("b-{i}"), "{}").await;
+    }
+    bulk.wait_for(9, Duration::from_secs(5)).await;
+    s.event("w/orders", "o-1", "{}").await;
+    // Well within `w/bulk`'s attempts (10 s, the default timeout).
+    let got = s.dest.wait_for(2, Duration::from_secs(5)).await.len();
+    let bulk_held = bulk.received().len() - 2;
+    running.stop().await;
+    assert_eq!(
+        (got, bulk_held),
+        (2, 7),
+        "w/orders's next event took the slot w/bulk left"
+    );
+}
+
+async fn the_last_slot_is_kept_for_a_tenant_that_delivered_a_moment_ago(inbox: Inbox) {
+    the_last_slot_kept_for_a_tenant_that_delivered_a_moment_ago(inbox, 0).await;
+}
+
+async fn the_last_slot_is_kept_for_a_tenant_whose_events_are_handed_over(inbox: Inbox) {
+    let room = hookgate::worker::defaults::HANDOFF_EVENTS;
+    the_last_slot_kept_for_a_tenant_that_delivered_a_moment_ago(inbox, room).await;
+}
+
 on_both_backends!(
     a_stuck_destination_holds_three_quarters_of_the_slots_and_the_others_deliver,
+    the_last_slot_is_kept_for_a_tenant_that_delivered_a_moment_ago,
+    the_last_slot_is_kept_for_a_tenant_whose_events_are_handed_over,
     handed_over_events_past_a_stuck_integrations_share_go_back_to_the_inbox,
 );
