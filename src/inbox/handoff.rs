@@ -338,6 +338,29 @@ impl Handed {
         Some(self.took(held))
     }
 
+    /// The next event held of an integration `pick` accepts (in turns among those), without
+    /// waiting: the pool's one taker past its bounds (`worker::slots::handed_may_start`).
+    pub fn try_recv_for(&mut self, pick: impl Fn(&str) -> bool) -> Option<Claimed> {
+        let held = self.shared.lock().held.pop_first(pick)?;
+        Some(self.took(held))
+    }
+
+    /// Whether an event of an integration `pick` accepts is held.
+    pub fn holds_for(&self, pick: impl Fn(&str) -> bool) -> bool {
+        self.shared.lock().held.any(pick)
+    }
+
+    /// Returns once an event of an integration `pick` accepts is held, and leaves it held.
+    pub async fn held_for(&self, pick: impl Fn(&str) -> bool) {
+        loop {
+            if self.holds_for(&pick) {
+                return;
+            }
+            // A send between the unlock and this wait leaves a permit: the wait ends at once.
+            self.shared.ready.notified().await;
+        }
+    }
+
     /// Notes the pool's pace for the receiver; the body's bytes go back to the budget.
     fn took(&self, held: Held) -> Claimed {
         let handed_at = crate::time::before(held.event.lease_until, self.lease);

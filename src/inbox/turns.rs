@@ -46,7 +46,13 @@ impl<T: Integration> Turns<T> {
     /// The oldest item of the integration whose turn it is; that integration's next turn comes
     /// after every other's.
     pub(super) fn pop(&mut self) -> Option<T> {
-        let integration = self.order.pop_front()?;
+        self.pop_first(|_| true)
+    }
+
+    /// The same among the integrations `pick` accepts: the others keep their turns.
+    pub(super) fn pop_first(&mut self, pick: impl Fn(&str) -> bool) -> Option<T> {
+        let at = self.order.iter().position(|i| pick(i))?;
+        let integration = self.order.remove(at).expect("in range");
         let queue = self
             .by
             .get_mut(&integration)
@@ -60,6 +66,11 @@ impl<T: Integration> Turns<T> {
         }
         self.len -= 1;
         Some(item)
+    }
+
+    /// Whether an integration `pick` accepts has items waiting.
+    pub(super) fn any(&self, pick: impl Fn(&str) -> bool) -> bool {
+        self.order.iter().any(|i| pick(i))
     }
 
     pub(super) fn len(&self) -> usize {
@@ -122,5 +133,22 @@ mod tests {
             t.push(("only", i));
         }
         assert_eq!(drain(&mut t), (0..100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_integrations_picked_take_turns_and_the_others_keep_theirs() {
+        let mut t = Turns::default();
+        for i in 1..=3 {
+            t.push(("a", i));
+        }
+        t.push(("b", 10));
+        t.push(("c", 20));
+        t.push(("c", 21));
+        assert!(t.any(|i| i == "c") && !t.any(|i| i == "d"));
+        assert_eq!(t.pop_first(|i| i != "a"), Some(("b", 10)));
+        assert_eq!(t.pop_first(|i| i != "a"), Some(("c", 20)));
+        assert_eq!(t.pop_first(|i| i == "d"), None);
+        assert_eq!(t.len(), 4);
+        assert_eq!(drain(&mut t), [1, 21, 2, 3], "a kept its turn, first");
     }
 }

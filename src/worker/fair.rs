@@ -56,6 +56,8 @@ pub(super) enum Turn {
 #[derive(Debug)]
 struct Entry {
     held: usize,
+    /// Its deliveries started and not ended, their outcome written: at least `held`.
+    unfinished: usize,
     /// When it last went from holding no slot to holding one.
     busy_since: Instant,
     /// When one of its deliveries last ended, however.
@@ -80,6 +82,7 @@ impl Entry {
     fn new(now: Instant) -> Self {
         Self {
             held: 0,
+            unfinished: 0,
             busy_since: now,
             last_end: None,
             stuck_since: None,
@@ -96,6 +99,7 @@ impl Entry {
             STALL
         };
         self.held == 0
+            && self.unfinished == 0
             && self
                 .last_end
                 .is_none_or(|end| now.saturating_duration_since(end) >= keep)
@@ -170,6 +174,19 @@ impl Fair {
         self.by.get(integration).map_or(0, |e| e.held)
     }
 
+    /// The deliveries of `integration` started and not ended (answered or not, their outcome
+    /// not yet written).
+    pub(super) fn unfinished(&self, integration: &str) -> usize {
+        self.by.get(integration).map_or(0, |e| e.unfinished)
+    }
+
+    /// A delivery of `integration` ended, its outcome written (or its task gone).
+    pub(super) fn finished(&mut self, integration: &str) {
+        if let Some(e) = self.by.get_mut(integration) {
+            e.unfinished = e.unfinished.saturating_sub(1);
+        }
+    }
+
     pub(super) fn started(&mut self, integration: &str, now: Instant) {
         self.total += 1;
         let e = match self.by.get_mut(integration) {
@@ -187,6 +204,7 @@ impl Fair {
             *e = Entry::new(now);
         }
         e.held += 1;
+        e.unfinished += 1;
     }
 
     /// One of its deliveries ended; `timed_out` when the destination never answered in time.

@@ -188,11 +188,13 @@ fn the_last_slot_is_kept_for_an_integration_that_holds_none_and_delivered_a_mome
     for name in ["a", "b"] {
         f.started(name, t);
         f.ended(name, false, t);
+        f.finished(name);
     }
     assert_eq!(fill(&mut f, "a", t + MS, 8), 7, "the eighth is kept for b");
     assert_eq!(f.turn("b", t + MS), Turn::Start);
     f.started("b", t + MS);
     f.ended("b", false, t + 2 * MS);
+    f.finished("b");
     assert_eq!(f.turn("a", t + 2 * MS), Turn::Wait, "b holds none again");
     f.ended("a", false, t + STALL + 2 * MS);
     assert_eq!(
@@ -238,24 +240,34 @@ fn no_slot_is_kept_for_integrations_that_hold_slots_or_are_stuck_or_in_a_small_p
 fn idle_integrations_are_forgotten_a_while_after_their_last_delivery_ended() {
     let t = Instant::now();
     let mut f = Fair::new(8);
-    for name in ["a", "b"] {
+    for name in ["a", "b", "c"] {
         f.started(name, t);
     }
     f.ended("a", false, t);
     f.ended("b", true, t);
-    assert_eq!(f.by.len(), 2, "both ended a moment ago");
+    f.ended("c", false, t);
+    for name in ["a", "b"] {
+        f.finished(name);
+    }
+    assert_eq!(f.by.len(), 3, "all ended a moment ago");
     f.ended("gone", false, t + STALL);
     assert!(!f.by.contains_key("a"), "idle for a second");
     assert!(f.by["b"].stuck_since.is_some(), "b timed out: kept");
     assert_eq!(
+        f.unfinished("c"),
+        1,
+        "c's outcome is still being written: kept"
+    );
+    assert_eq!(
         (f.by.len(), f.total),
-        (1, 0),
+        (2, 0),
         "an end without a start changes nothing"
     );
+    f.finished("c");
     f.ended("gone", false, t + FORGET_STUCK);
     assert!(
         f.by.is_empty(),
-        "no event of b's for two of its longest deferrals: gone"
+        "no event of b's for two of its longest deferrals, c's written: gone"
     );
 }
 

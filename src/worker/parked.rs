@@ -19,8 +19,21 @@ use tokio::task::JoinSet;
 pub(crate) struct Slot {
     _permit: OwnedSemaphorePermit,
     fair: Arc<Mutex<Fair>>,
-    integration: String,
+    integration: Arc<str>,
     timed_out: bool,
+}
+
+/// A delivery in its integration's count of unfinished ones, until its task ends (its outcome
+/// written, or the task aborted).
+pub(super) struct Unfinished {
+    fair: Arc<Mutex<Fair>>,
+    integration: Arc<str>,
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        lock(&self.fair).finished(&self.integration);
+    }
 }
 
 impl Slot {
@@ -33,8 +46,16 @@ impl Slot {
         Self {
             _permit: permit,
             fair: fair.clone(),
-            integration: integration.to_owned(),
+            integration: Arc::from(integration),
             timed_out: false,
+        }
+    }
+
+    /// What the delivery's task holds until it ends.
+    pub(super) fn unfinished(&self) -> Unfinished {
+        Unfinished {
+            fair: self.fair.clone(),
+            integration: self.integration.clone(),
         }
     }
 

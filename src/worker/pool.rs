@@ -5,7 +5,7 @@
 use super::defaults::STALL;
 use super::fair::{Fair, Turn};
 use super::parked::{Slot, Starts, lock};
-use super::slots::{Share, claim_now, lease_left_for_an_attempt, quarter};
+use super::slots::{Share, claim_now, handed_may_start, lease_left_for_an_attempt, quarter};
 use super::{Stopped, Worker, janitor};
 use crate::inbox::{Claimed, Handed, Inbox};
 use crate::metrics::Metrics;
@@ -86,11 +86,20 @@ impl Worker {
             // Handed-over events are leased already: they take free slots before any claim,
             // up to their share while claims find events waiting, and within the events held
             // like claims, so that a slow database slows hand-overs too.
-            while share.may_start_handed()
-                && tasks.len() + parked.len() < held_limit(cfg.concurrency)
-                && let Ok(permit) = permits.clone().try_acquire_owned()
-            {
-                let Some(event) = waiting.take().or_else(|| handed.as_mut()?.try_recv()) else {
+            while let Ok(permit) = permits.clone().try_acquire_owned() {
+                let within = share.may_start_handed()
+                    && tasks.len() + parked.len() < held_limit(cfg.concurrency);
+                let may_start = |i: &str| handed_may_start(within, lock(&fair).unfinished(i));
+                let next = match waiting.take() {
+                    Some(event) if may_start(&event.integration) => Some(event),
+                    // Past its bounds, the pool still takes an integration with no delivery
+                    // unfinished: the one it keeps the last free slot for.
+                    other => {
+                        waiting = other;
+                        handed.as_mut().and_then(|h| h.try_recv_for(may_start))
+                    }
+                };
+                let Some(event) = next else {
                     break;
                 };
                 if !lease_left_for_an_attempt(event.lease_until, Utc::now(), cfg.lease) {
@@ -123,9 +132,10 @@ impl Worker {
                 // event that may start, or the claim of an integration holding no slot, needs one
                 // slot, not the claim's quarter: that integration's next event waited for a
                 // claim's worth of another's deliveries to answer.
-                let handed_may_start = waiting.is_some()
-                    && share.may_start_handed()
-                    && held < held_limit(cfg.concurrency);
+                let within = share.may_start_handed() && held < held_limit(cfg.concurrency);
+                let may_start = |i: &str| handed_may_start(within, lock(&fair).unfinished(i));
+                let handed_may_start = waiting.as_ref().is_some_and(|e| may_start(&e.integration))
+                    || handed.as_ref().is_some_and(|h| h.holds_for(may_start));
                 let enough = if handed_may_start || for_idle {
                     1
                 } else {
@@ -141,8 +151,12 @@ impl Worker {
                     _ = permits.acquire_many(wait), if slots < enough => continue,
                     // An integration holding no slot may have had events stored meanwhile.
                     _ = self.inner.arrivals.wait() => continue,
-                    Some(event) = next_handed(&mut handed), if waiting.is_none() => {
-                        waiting = Some(event);
+                    // The next event handed over; or, while the one waiting cannot start yet,
+                    // one held for an integration with no delivery unfinished, which may take
+                    // a free one.
+                    event = from_handoff(&mut handed, &fair, waiting.is_none()),
+                        if waiting.is_none() || slots > 0 => {
+                        waiting = waiting.or(event);
                         continue;
                     }
                     // A parked event's integration may have stalled meanwhile: it is deferred.
@@ -169,8 +183,9 @@ impl Worker {
                         share.ended(done);
                         continue;
                     }
-                    Some(event) = next_handed(&mut handed), if waiting.is_none() => {
-                        waiting = Some(event);
+                    event = from_handoff(&mut handed, &fair, waiting.is_none()),
+                        if waiting.is_none() || permits.available_permits() > 0 => {
+                        waiting = waiting.or(event);
                         continue;
                     }
                     _ = tokio::time::sleep(STALL), if !parked.is_empty() => continue,
@@ -277,7 +292,9 @@ impl Worker {
             .expect("lock poisoned")
             .insert(event.id, event.lease_only());
         let (worker, in_flight) = (self.clone(), in_flight.clone());
+        let unfinished = slot.unfinished();
         tasks.spawn(async move {
+            let _unfinished = unfinished;
             let id = event.id;
             worker.deliver_in(event, Some(slot)).await;
             in_flight.lock().expect("lock poisoned").remove(&id);
@@ -309,9 +326,23 @@ async fn slot(permits: &Arc<Semaphore>) -> OwnedSemaphorePermit {
 }
 
 /// The next handed-over event; never, for a pool without a hand-over.
-async fn next_handed(handed: &mut Option<Handed>) -> Option<Claimed> {
-    match handed {
-        Some(h) => h.recv().await,
+/// With `take`, the next event handed over (never, once the hand-over is closed and spent).
+/// Without, `None` once the hand-over holds an event of an integration with no delivery
+/// unfinished, left held for the pool to take past its bounds.
+async fn from_handoff(
+    handed: &mut Option<Handed>,
+    fair: &Mutex<Fair>,
+    take: bool,
+) -> Option<Claimed> {
+    let Some(h) = handed else {
+        return std::future::pending().await;
+    };
+    if !take {
+        h.held_for(|i| lock(fair).unfinished(i) == 0).await;
+        return None;
+    }
+    match h.recv().await {
+        Some(event) => Some(event),
         None => std::future::pending().await,
     }
 }

@@ -23,6 +23,18 @@ pub(super) fn claim_now(free: usize, concurrency: usize, for_idle: bool) -> bool
     free > 0 && (free >= concurrency || free >= quarter(concurrency) || for_idle)
 }
 
+/// Whether a handed-over event may start on a free slot: `within` the hand-over's share of the
+/// slots and the events the pool may hold, or past both when its integration has no delivery
+/// `unfinished` (none holding a slot or having its outcome written). That is the integration a
+/// pool's last free slot is kept for (`worker::fair`): a busy integration's handed-over events,
+/// waiting in memory for a slot within its share, fill the held bound, and the quiet one's next
+/// event waited for one of the busy one's deliveries to end (docs/performance.md, round 36). One
+/// such event per integration at a time, as it is then unfinished; and not while its own
+/// outcomes wait on the database, which is what the held bound is for.
+pub(super) fn handed_may_start(within: bool, unfinished: usize) -> bool {
+    within || unfinished == 0
+}
+
 /// How the slots are shared between handed-over and claimed events. A hand-over jumps the queue:
 /// while events wait in the inbox (claims come back full, or the receiver of the process stored
 /// events it had no place for, or another tenant's retries are due), handed-over events may hold
@@ -87,7 +99,7 @@ pub(super) fn lease_left_for_an_attempt(
 
 #[cfg(test)]
 mod tests {
-    use super::{Share, claim_now, lease_left_for_an_attempt};
+    use super::{Share, claim_now, handed_may_start, lease_left_for_an_attempt};
     use chrono::{TimeDelta, Utc};
     use std::time::Duration;
 
@@ -190,5 +202,16 @@ mod tests {
             "an idle integration's event stored: one slot"
         );
         assert!(!claim_now(0, 16, true), "but a slot");
+    }
+
+    #[test]
+    fn past_the_share_and_the_held_bound_only_an_integration_with_nothing_unfinished_starts() {
+        assert!(handed_may_start(true, 5), "within: any");
+        assert!(handed_may_start(true, 0));
+        assert!(handed_may_start(false, 0), "nothing unfinished: it starts");
+        assert!(
+            !handed_may_start(false, 1),
+            "a delivery unfinished: it waits"
+        );
     }
 }

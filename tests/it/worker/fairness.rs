@@ -172,9 +172,51 @@ async fn the_last_slot_is_kept_for_a_tenant_whose_events_are_handed_over(inbox: 
     the_last_slot_kept_for_a_tenant_that_delivered_a_moment_ago(inbox, room).await;
 }
 
+/// Four slots, every event handed over. `w/bulk` answers, then hangs on 37 more events: it
+/// holds three slots, leaves the fourth to `w/orders` (which delivered one a moment ago), and its
+/// other events wait in memory until the pool holds its most events (eight per slot). `w/orders`'s
+/// next event is handed over then, and takes the fourth slot past that bound. (Before round 36's
+/// last change it waited until the bound had room: until `w/bulk`, none of whose deliveries had
+/// ended for a second, had its waiting events deferred to the inbox.)
+async fn a_tenants_handed_event_starts_past_the_events_another_holds_in_memory(inbox: Inbox) {
+    let (mut s, bulk) = bulk_and_orders(inbox).await;
+    let (w, end) = s
+        .worker_with(WorkerConfig {
+            concurrency: 4,
+            lease: Duration::from_secs(60),
+            poll: Duration::from_secs(3600),
+            ..cfg()
+        })
+        .with_handoff();
+    s.h.receiver = s.h.receiver.clone().with_handoff(end);
+    let running = crate::common::running::start([w]);
+    bulk_answers_while_one_hangs(&s, &bulk).await;
+    s.event("w/orders", "o-0", "{}").await;
+    assert_eq!(s.dest.wait_for(1, Duration::from_secs(5)).await.len(), 1);
+    bulk.always(Answer::Hang);
+    for i in 3..40 {
+        s.event("w/bulk", &format!("b-{i}"), "{}").await;
+    }
+    s.event("w/orders", "o-1", "{}").await;
+    let got = s.dest.wait_for(2, Duration::from_secs(5)).await.len();
+    let text = s.metrics.encode();
+    let deferred = hookgate::metrics::counter_sum(
+        &text,
+        "hookgate_deliveries_deferred_total{integration=\"w/bulk\"}",
+    );
+    let bulk_held = bulk.received().len() - 2;
+    running.stop().await;
+    assert_eq!(
+        (got, bulk_held, deferred),
+        (2, 3, 0.0),
+        "w/orders's event started while w/bulk's waited in memory"
+    );
+}
+
 on_both_backends!(
     a_stuck_destination_holds_three_quarters_of_the_slots_and_the_others_deliver,
     the_last_slot_is_kept_for_a_tenant_that_delivered_a_moment_ago,
     the_last_slot_is_kept_for_a_tenant_whose_events_are_handed_over,
+    a_tenants_handed_event_starts_past_the_events_another_holds_in_memory,
     handed_over_events_past_a_stuck_integrations_share_go_back_to_the_inbox,
 );
