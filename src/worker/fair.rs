@@ -174,6 +174,11 @@ impl Fair {
         self.by.get(integration).map_or(0, |e| e.held)
     }
 
+    /// Whether the pool's last free slot is kept for some integration now.
+    pub(super) fn keeps_last_slot(&self) -> bool {
+        self.idle > 0 && self.concurrency >= KEEP_LAST_FROM
+    }
+
     /// The deliveries of `integration` started and not ended (answered or not, their outcome
     /// not yet written).
     pub(super) fn unfinished(&self, integration: &str) -> usize {

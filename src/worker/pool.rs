@@ -89,14 +89,19 @@ impl Worker {
             while let Ok(permit) = permits.clone().try_acquire_owned() {
                 let within = share.may_start_handed()
                     && tasks.len() + parked.len() < held_limit(cfg.concurrency);
-                let may_start = |i: &str| handed_may_start(within, lock(&fair).unfinished(i));
+                let may_start = |i: &str| handed_may_start(within, || lock(&fair).unfinished(i));
                 let next = match waiting.take() {
                     Some(event) if may_start(&event.integration) => Some(event),
+                    other if within => other.or_else(|| handed.as_mut()?.try_recv()),
                     // Past its bounds, the pool still takes an integration with no delivery
                     // unfinished: the one it keeps the last free slot for.
                     other => {
                         waiting = other;
-                        handed.as_mut().and_then(|h| h.try_recv_for(may_start))
+                        let kept = lock(&fair).keeps_last_slot();
+                        handed
+                            .as_mut()
+                            .filter(|_| kept)
+                            .and_then(|h| h.try_recv_for(may_start))
                     }
                 };
                 let Some(event) = next else {
@@ -133,9 +138,13 @@ impl Worker {
                 // slot, not the claim's quarter: that integration's next event waited for a
                 // claim's worth of another's deliveries to answer.
                 let within = share.may_start_handed() && held < held_limit(cfg.concurrency);
-                let may_start = |i: &str| handed_may_start(within, lock(&fair).unfinished(i));
+                let may_start = |i: &str| handed_may_start(within, || lock(&fair).unfinished(i));
+                // Past the bounds only an integration the last slot is kept for starts: without
+                // one, a pool that lags (one integration's events waiting on their outcomes)
+                // looks no further and is not woken by every hand-over.
+                let kept = !within && lock(&fair).keeps_last_slot();
                 let handed_may_start = waiting.as_ref().is_some_and(|e| may_start(&e.integration))
-                    || handed.as_ref().is_some_and(|h| h.holds_for(may_start));
+                    || (kept && handed.as_ref().is_some_and(|h| h.holds_for(may_start)));
                 let enough = if handed_may_start || for_idle {
                     1
                 } else {
@@ -155,7 +164,7 @@ impl Worker {
                     // one held for an integration with no delivery unfinished, which may take
                     // a free one.
                     event = from_handoff(&mut handed, &fair, waiting.is_none()),
-                        if waiting.is_none() || slots > 0 => {
+                        if waiting.is_none() || (slots > 0 && kept) => {
                         waiting = waiting.or(event);
                         continue;
                     }
@@ -184,7 +193,8 @@ impl Worker {
                         continue;
                     }
                     event = from_handoff(&mut handed, &fair, waiting.is_none()),
-                        if waiting.is_none() || permits.available_permits() > 0 => {
+                        if waiting.is_none()
+                            || (permits.available_permits() > 0 && lock(&fair).keeps_last_slot()) => {
                         waiting = waiting.or(event);
                         continue;
                     }

@@ -118,6 +118,27 @@ async fn handed_over_events_past_a_stuck_integrations_share_go_back_to_the_inbox
     running.stop().await;
 }
 
+/// A running pool of `concurrency` slots (`handoff_events` as in [`running_pool`]) in which
+/// `w/bulk`'s destination has answered and holds one hung delivery, `w/orders` then delivered
+/// one event (`o-0`), and `w/bulk` got `backlog` more events, which hang.
+async fn bulk_hangs_after_orders_delivered(
+    inbox: Inbox,
+    concurrency: usize,
+    handoff_events: usize,
+    backlog: usize,
+) -> (Setup, Destination, crate::common::running::Running) {
+    let (mut s, bulk) = bulk_and_orders(inbox).await;
+    let running = running_pool(&mut s, concurrency, handoff_events);
+    bulk_answers_while_one_hangs(&s, &bulk).await;
+    s.event("w/orders", "o-0", "{}").await;
+    assert_eq!(s.dest.wait_for(1, Duration::from_secs(5)).await.len(), 1);
+    bulk.always(Answer::Hang);
+    for i in 3..3 + backlog {
+        s.event("w/bulk", &format!("b-{i}"), "{}").await;
+    }
+    (s, bulk, running)
+}
+
 /// Eight slots. `w/orders` delivered one event a moment ago and holds no slot; `w/bulk`'s
 /// destination answers, then hangs on a backlog of ten. `w/bulk` takes seven slots and leaves the
 /// eighth to `w/orders`, whose next event is delivered while every one of `w/bulk`'s hangs.
@@ -130,26 +151,7 @@ async fn the_last_slot_kept_for_a_tenant_that_delivered_a_moment_ago(
     inbox: Inbox,
     handoff_events: usize,
 ) {
-    let (mut s, bulk) = bulk_and_orders(inbox).await;
-    let (w, end) = s
-        .worker_with(WorkerConfig {
-            concurrency: 8,
-            // The hung deliveries outlast the test: an attempt may take ¾ of the lease.
-            lease: Duration::from_secs(60),
-            poll: Duration::from_secs(3600),
-            handoff_events,
-            ..cfg()
-        })
-        .with_handoff();
-    s.h.receiver = s.h.receiver.clone().with_handoff(end);
-    let running = crate::common::running::start([w]);
-    bulk_answers_while_one_hangs(&s, &bulk).await;
-    s.event("w/orders", "o-0", "{}").await;
-    assert_eq!(s.dest.wait_for(1, Duration::from_secs(5)).await.len(), 1);
-    bulk.always(Answer::Hang);
-    for i in 3..13 {
-        s.event("w/bulk", &format!("b-{i}"), "{}").await;
-    }
+    let (s, bulk, running) = bulk_hangs_after_orders_delivered(inbox, 8, handoff_events, 10).await;
     bulk.wait_for(9, Duration::from_secs(5)).await;
     s.event("w/orders", "o-1", "{}").await;
     // Well within `w/bulk`'s attempts (10 s, the default timeout).
@@ -179,24 +181,8 @@ async fn the_last_slot_is_kept_for_a_tenant_whose_events_are_handed_over(inbox: 
 /// last change it waited until the bound had room: until `w/bulk`, none of whose deliveries had
 /// ended for a second, had its waiting events deferred to the inbox.)
 async fn a_tenants_handed_event_starts_past_the_events_another_holds_in_memory(inbox: Inbox) {
-    let (mut s, bulk) = bulk_and_orders(inbox).await;
-    let (w, end) = s
-        .worker_with(WorkerConfig {
-            concurrency: 4,
-            lease: Duration::from_secs(60),
-            poll: Duration::from_secs(3600),
-            ..cfg()
-        })
-        .with_handoff();
-    s.h.receiver = s.h.receiver.clone().with_handoff(end);
-    let running = crate::common::running::start([w]);
-    bulk_answers_while_one_hangs(&s, &bulk).await;
-    s.event("w/orders", "o-0", "{}").await;
-    assert_eq!(s.dest.wait_for(1, Duration::from_secs(5)).await.len(), 1);
-    bulk.always(Answer::Hang);
-    for i in 3..40 {
-        s.event("w/bulk", &format!("b-{i}"), "{}").await;
-    }
+    let room = hookgate::worker::defaults::HANDOFF_EVENTS;
+    let (s, bulk, running) = bulk_hangs_after_orders_delivered(inbox, 4, room, 37).await;
     s.event("w/orders", "o-1", "{}").await;
     let got = s.dest.wait_for(2, Duration::from_secs(5)).await.len();
     let text = s.metrics.encode();

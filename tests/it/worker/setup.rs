@@ -322,6 +322,27 @@ pub(crate) async fn bulk_and_orders(inbox: Inbox) -> (Setup, Destination) {
     (Setup::with_yaml(inbox, orders, &yaml), bulk)
 }
 
+/// Starts a pool of `concurrency` slots whose receiver hands it up to `handoff_events` (0: every
+/// event stored for a claim), with a lease that outlasts the tests' hung deliveries (an attempt
+/// may take ¾ of it) and no poll: only stores wake its claims.
+pub(crate) fn running_pool(
+    s: &mut Setup,
+    concurrency: usize,
+    handoff_events: usize,
+) -> crate::common::running::Running {
+    let (w, end) = s
+        .worker_with(WorkerConfig {
+            concurrency,
+            lease: Duration::from_secs(60),
+            poll: Duration::from_secs(3600),
+            handoff_events,
+            ..cfg()
+        })
+        .with_handoff();
+    s.h.receiver = s.h.receiver.clone().with_handoff(end);
+    crate::common::running::start([w])
+}
+
 /// Sends `w/bulk`'s b-0, b-1 and b-2 one after another to a running pool: b-1 hangs, so
 /// `w/bulk` stays busy, and b-0 and b-2 answer within it, which tells the pool that `w/bulk`'s
 /// destination answers: it may take every slot (`worker::fair`).

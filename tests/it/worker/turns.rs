@@ -160,18 +160,7 @@ async fn an_integration_no_claim_served_lately_is_claimed_once_its_event_is_stor
 /// and the event waited for the hung deliveries to time out.)
 async fn an_idle_integrations_event_is_claimed_on_the_first_free_slot(inbox: Inbox) {
     let (mut s, bulk) = bulk_and_orders(inbox).await;
-    let (w, end) = s
-        .worker_with(WorkerConfig {
-            concurrency: 8,
-            // The hung deliveries outlast the test: an attempt may take ¾ of the lease.
-            lease: Duration::from_secs(60),
-            poll: Duration::from_secs(3600),
-            handoff_events: 0,
-            ..cfg()
-        })
-        .with_handoff();
-    s.h.receiver = s.h.receiver.clone().with_handoff(end);
-    let running = crate::common::running::start([w]);
+    let running = running_pool(&mut s, 8, 0);
     bulk_answers_while_one_hangs(&s, &bulk).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     // Each is claimed as it is stored, with two slots or more free.
