@@ -70,7 +70,7 @@ struct Entry {
 
 /// Whether the entry is an integration that holds no slot, is not stuck, and had a delivery end
 /// lately (it is forgotten a second or two after that): one the pool's last slot is kept for.
-fn keeps_last_slot(e: &Entry) -> bool {
+fn slot_kept_for(e: &Entry) -> bool {
     e.held == 0 && e.stuck_since.is_none() && e.last_end.is_some()
 }
 
@@ -113,7 +113,7 @@ pub(super) struct Fair {
     /// The slots held, all integrations together.
     total: usize,
     by: HashMap<String, Entry>,
-    /// How many entries the last slot is kept for ([`keeps_last_slot`]), so that a start does not
+    /// How many entries the last slot is kept for ([`slot_kept_for`]), so that a start does not
     /// look over every entry.
     idle: usize,
     /// When entries were last looked over for ones to forget.
@@ -154,11 +154,7 @@ impl Fair {
         // An integration that holds slots leaves the last one to one that holds none and may
         // be back within moments; one that holds none is that integration.
         let holds_some = e.is_some_and(|e| e.held > 0);
-        if holds_some
-            && self.idle > 0
-            && self.concurrency >= KEEP_LAST_FROM
-            && self.total + 1 >= self.concurrency
-        {
+        if holds_some && self.keeps_last_slot() && self.total + 1 >= self.concurrency {
             return Turn::Wait;
         }
         Turn::Start
@@ -201,7 +197,7 @@ impl Fair {
                 .entry(integration.to_owned())
                 .or_insert(Entry::new(now)),
         };
-        if keeps_last_slot(e) {
+        if slot_kept_for(e) {
             self.idle -= 1;
         }
         // Idle for a while, it is new to the slots again; idle a moment, its last answer counts.
@@ -218,7 +214,7 @@ impl Fair {
         let Some(e) = self.by.get_mut(integration) else {
             return;
         };
-        let before = keeps_last_slot(e);
+        let before = slot_kept_for(e);
         self.total = self.total.saturating_sub(1);
         e.held = e.held.saturating_sub(1);
         e.last_end = Some(now);
@@ -228,7 +224,7 @@ impl Fair {
             e.stuck_since = None;
             e.reported = false;
         }
-        match (before, keeps_last_slot(e)) {
+        match (before, slot_kept_for(e)) {
             (false, true) => self.idle += 1,
             (true, false) => self.idle -= 1,
             _ => {}
@@ -246,7 +242,7 @@ impl Fair {
         }
         self.swept = Some(now);
         self.by.retain(|_, e| !e.forgettable(now));
-        self.idle = self.by.values().filter(|e| keeps_last_slot(e)).count();
+        self.idle = self.by.values().filter(|e| slot_kept_for(e)).count();
     }
 
     /// Whether this is the integration's first deferral since it last made progress: the one a

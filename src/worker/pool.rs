@@ -335,10 +335,9 @@ async fn slot(permits: &Arc<Semaphore>) -> OwnedSemaphorePermit {
         .expect("semaphore is never closed")
 }
 
-/// The next handed-over event; never, for a pool without a hand-over.
-/// With `take`, the next event handed over (never, once the hand-over is closed and spent).
-/// Without, `None` once the hand-over holds an event of an integration with no delivery
-/// unfinished, left held for the pool to take past its bounds.
+/// With `take`, the next event handed over (never, for a pool without a hand-over or once it is
+/// closed and spent). Without, `None` once the hand-over holds an event of an integration with no
+/// delivery unfinished, left held for the pool to take past its bounds.
 async fn from_handoff(
     handed: &mut Option<Handed>,
     fair: &Mutex<Fair>,
