@@ -15,6 +15,15 @@ fn fill(f: &mut Fair, integration: &str, at: Instant, most: usize) -> usize {
     n
 }
 
+/// Each of `integrations` had one delivery answered and its outcome written at `at`.
+fn delivered(f: &mut Fair, integrations: &[&str], at: Instant) {
+    for name in integrations {
+        f.started(name, at);
+        f.ended(name, false, at);
+        f.finished(name);
+    }
+}
+
 /// `integration` has had `n` deliveries time out at `at`: stuck from then on.
 fn stuck(f: &mut Fair, integration: &str, at: Instant, n: usize) {
     for _ in 0..n {
@@ -185,16 +194,10 @@ fn an_integration_whose_deliveries_all_ended_a_moment_ago_may_take_every_slot() 
 fn the_last_slot_is_kept_for_an_integration_that_holds_none_and_delivered_a_moment_ago() {
     let t = Instant::now();
     let mut f = Fair::new(8);
-    for name in ["a", "b"] {
-        f.started(name, t);
-        f.ended(name, false, t);
-        f.finished(name);
-    }
+    delivered(&mut f, &["a", "b"], t);
     assert_eq!(fill(&mut f, "a", t + MS, 8), 7, "the eighth is kept for b");
     assert_eq!(f.turn("b", t + MS), Turn::Start);
-    f.started("b", t + MS);
-    f.ended("b", false, t + 2 * MS);
-    f.finished("b");
+    delivered(&mut f, &["b"], t + MS);
     assert_eq!(f.turn("a", t + 2 * MS), Turn::Wait, "b holds none again");
     f.ended("a", false, t + STALL + 2 * MS);
     assert_eq!(
@@ -208,15 +211,11 @@ fn the_last_slot_is_kept_for_an_integration_that_holds_none_and_delivered_a_mome
 fn no_slot_is_kept_for_integrations_that_hold_slots_or_are_stuck_or_in_a_small_pool() {
     let t = Instant::now();
     let mut f = Fair::new(8);
-    for name in ["a", "b"] {
-        f.started(name, t);
-        f.ended(name, false, t);
-    }
+    delivered(&mut f, &["a", "b"], t);
     f.started("b", t);
     assert_eq!(fill(&mut f, "a", t, 7), 7, "b holds one: all eight in use");
     let mut f = Fair::new(8);
-    f.started("a", t);
-    f.ended("a", false, t);
+    delivered(&mut f, &["a"], t);
     stuck(&mut f, "b", t, 1);
     assert_eq!(
         fill(&mut f, "a", t, 8),
@@ -225,10 +224,7 @@ fn no_slot_is_kept_for_integrations_that_hold_slots_or_are_stuck_or_in_a_small_p
     );
     assert_eq!(f.turn("a", t), Turn::Start);
     let mut f = Fair::new(KEEP_LAST_FROM - 1);
-    for name in ["a", "b"] {
-        f.started(name, t);
-        f.ended(name, false, t);
-    }
+    delivered(&mut f, &["a", "b"], t);
     assert_eq!(
         fill(&mut f, "a", t, KEEP_LAST_FROM - 1),
         KEEP_LAST_FROM - 1,

@@ -89,7 +89,7 @@ impl Worker {
             while let Ok(permit) = permits.clone().try_acquire_owned() {
                 let within = share.may_start_handed()
                     && tasks.len() + parked.len() < held_limit(cfg.concurrency);
-                let may_start = |i: &str| handed_may_start(within, || lock(&fair).unfinished(i));
+                let may_start = may_start(&fair, within);
                 let next = match waiting.take() {
                     Some(event) if may_start(&event.integration) => Some(event),
                     other if within => other.or_else(|| handed.as_mut()?.try_recv()),
@@ -138,7 +138,7 @@ impl Worker {
                 // slot, not the claim's quarter: that integration's next event waited for a
                 // claim's worth of another's deliveries to answer.
                 let within = share.may_start_handed() && held < held_limit(cfg.concurrency);
-                let may_start = |i: &str| handed_may_start(within, || lock(&fair).unfinished(i));
+                let may_start = may_start(&fair, within);
                 // Past the bounds only an integration the last slot is kept for starts: without
                 // one, a pool that lags (one integration's events waiting on their outcomes)
                 // looks no further and is not woken by every hand-over.
@@ -347,13 +347,19 @@ async fn from_handoff(
         return std::future::pending().await;
     };
     if !take {
-        h.held_for(|i| lock(fair).unfinished(i) == 0).await;
+        h.held_for(may_start(fair, false)).await;
         return None;
     }
     match h.recv().await {
         Some(event) => Some(event),
         None => std::future::pending().await,
     }
+}
+
+/// Whether a handed-over event of an integration may start (`slots::handed_may_start`),
+/// `within` the hand-over's share and the held bound or past them.
+fn may_start(fair: &Mutex<Fair>, within: bool) -> impl Fn(&str) -> bool + '_ {
+    move |i| handed_may_start(within, || lock(fair).unfinished(i))
 }
 
 /// The most events the pool holds at once: delivering (at most `concurrency`, with their bodies)
