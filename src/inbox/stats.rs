@@ -2,9 +2,9 @@
 //! workers' gauges and the controller's status, and what the controller reads of one integration's
 //! arrivals (when each key last verified an event, the dedupe conflicts).
 //!
-//! Both run on a timer for as long as hookgate runs (the gauges every 15 s in every worker process,
-//! the status every 30 s per integration), so none may cost more as the inbox's
-//! retained history grows: the backlog is read through the partial indexes of its statuses, the
+//! Both run on a timer for as long as hookgate runs (the gauges every 15 s, read by one of the
+//! worker processes on the database for all of them, `inbox::gauges`; the status every 30 s per
+//! integration), so none may cost more as the inbox's retained history grows: the backlog is read through the partial indexes of its statuses, the
 //! keys' last use from `key_usage` (see `key_use`), and the conflicts through the partial index of
 //! the events that had one (docs/performance.md, round 12).
 
@@ -59,8 +59,36 @@ pub const BACKLOG: &str = "SELECT integration, status, COUNT(*), MIN(received_at
 pub const CONFLICTS: &str = "SELECT CAST(COALESCE(SUM(dedupe_conflicts), 0) AS BIGINT) \
      FROM inbox_events WHERE integration = $1 AND dedupe_conflicts > 0";
 
+/// One row of [`BACKLOG`]: what [`BacklogCount`] holds with the oldest event's arrival instead of
+/// its age, so that the figures can be shared between processes (`inbox::gauges`) and aged by
+/// each when it exports them.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(super) struct Counted {
+    integration: String,
+    status: String,
+    count: i64,
+    oldest_received_at: Option<DateTime<Utc>>,
+}
+
+impl Counted {
+    /// The figure as of `now`; dead letters have no oldest age.
+    pub(super) fn at(self, now: DateTime<Utc>) -> BacklogCount {
+        let waiting = self.status != "dead_letter";
+        BacklogCount {
+            oldest_age_seconds: self
+                .oldest_received_at
+                .filter(|_| waiting)
+                .map(|t| (now - t).num_seconds().max(0)),
+            integration: self.integration,
+            status: self.status,
+            count: self.count,
+        }
+    }
+}
+
 impl Inbox {
-    /// The backlog of every integration, for the workers' gauges.
+    /// The backlog of every integration, read now (the workers' gauges share it through
+    /// `inbox::gauges`).
     pub async fn backlog(&self, now: DateTime<Utc>) -> Result<Vec<BacklogCount>> {
         self.backlog_of(None, now).await
     }
@@ -71,18 +99,21 @@ impl Inbox {
         integration: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Vec<BacklogCount>> {
+        let counted = self.counted(integration).await?;
+        Ok(counted.into_iter().map(|c| c.at(now)).collect())
+    }
+
+    /// [`BACKLOG`]'s rows.
+    pub(super) async fn counted(&self, integration: Option<&str>) -> Result<Vec<Counted>> {
         backend!(self, pool => {
             let rows = sqlx::query(BACKLOG).bind(integration).fetch_all(pool).await?;
             rows.iter()
                 .map(|r| {
-                    let status: String = r.try_get(1)?;
-                    let oldest: Option<DateTime<Utc>> = r.try_get(3)?;
-                    let waiting = status != "dead_letter";
-                    Ok(BacklogCount {
+                    Ok(Counted {
                         integration: r.try_get(0)?,
+                        status: r.try_get(1)?,
                         count: r.try_get(2)?,
-                        oldest_age_seconds: oldest.filter(|_| waiting).map(|t| (now - t).num_seconds().max(0)),
-                        status,
+                        oldest_received_at: r.try_get(3)?,
                     })
                 })
                 .collect()

@@ -50,5 +50,8 @@ pub const POLL: Duration = Duration::from_millis(250);
 pub const GRACE: Duration = Duration::from_secs(30);
 /// `--orphan-grace`
 pub const ORPHAN_GRACE: Duration = Duration::from_secs(60 * 60);
+/// Not a flag: how often a worker process refreshes its inbox gauges. One of the processes on a
+/// database reads the backlog for all of them each time (`inbox::gauges`).
+pub const GAUGES_EVERY: Duration = Duration::from_secs(15);
 /// Not a flag: the retention janitor's period.
 pub const JANITOR_EVERY: Duration = Duration::from_secs(10 * 60);

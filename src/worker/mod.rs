@@ -11,6 +11,7 @@ pub mod defaults;
 pub mod deliver;
 mod event;
 mod fair;
+mod gauges;
 pub mod janitor;
 pub mod ordering;
 mod parked;
@@ -56,6 +57,8 @@ pub struct WorkerConfig {
     pub grace: Duration,
     /// How often the retention janitor runs.
     pub janitor_every: Duration,
+    /// How often the inbox gauges are refreshed.
+    pub gauges_every: Duration,
     /// Which destinations deliveries may reach.
     pub destinations: destination::Policy,
     /// How long an event whose integration is not configured waits for it to come back before it
@@ -79,6 +82,7 @@ impl Default for WorkerConfig {
             poll: defaults::POLL,
             grace: defaults::GRACE,
             janitor_every: defaults::JANITOR_EVERY,
+            gauges_every: defaults::GAUGES_EVERY,
             destinations: destination::Policy::default(),
             orphan_grace: defaults::ORPHAN_GRACE,
             db: Default::default(),

@@ -6,9 +6,8 @@ use super::defaults::STALL;
 use super::fair::{Fair, Turn};
 use super::parked::{Slot, Starts, lock};
 use super::slots::{Share, claim_now, handed_may_start, lease_left_for_an_attempt, quarter};
-use super::{Stopped, Worker, janitor};
+use super::{Stopped, Worker, gauges, janitor};
 use crate::inbox::{Claimed, Handed, Inbox};
-use crate::metrics::Metrics;
 use chrono::Utc;
 use futures::FutureExt;
 use std::collections::{HashMap, VecDeque};
@@ -36,9 +35,10 @@ impl Worker {
             self.clone(),
             cfg.janitor_every,
         ));
-        let gauges = tokio::spawn(refresh_inbox_gauges(
+        let gauges = tokio::spawn(gauges::refresh(
             self.inner.inbox.clone(),
             self.inner.metrics.clone(),
+            cfg.gauges_every,
         ));
         // Receivers in other processes notify when they store events for a claim.
         let listening = match &self.inner.inbox {
@@ -366,16 +366,4 @@ fn may_start(fair: &Mutex<Fair>, within: bool) -> impl Fn(&str) -> bool + '_ {
 /// plus those whose outcome is being written (without them).
 fn held_limit(concurrency: usize) -> usize {
     concurrency.saturating_mul(super::defaults::HELD_PER_SLOT)
-}
-
-/// Keeps the inbox gauges (the backlog by status, oldest pending age) current for `/metrics`.
-async fn refresh_inbox_gauges(inbox: Inbox, metrics: Arc<Metrics>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(15));
-    loop {
-        tick.tick().await;
-        match inbox.backlog(Utc::now()).await {
-            Ok(stats) => metrics.set_inbox(&stats),
-            Err(e) => tracing::debug!(error = %e, "could not read inbox figures for metrics"),
-        }
-    }
 }

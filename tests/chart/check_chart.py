@@ -490,6 +490,12 @@ def check_dashboard(objs, label, registered=None):
                 {family(s) for s in used} <= registered, {family(s) for s in used} - registered)
         R.check(f"{label}: every metric in src/metrics/register.rs is on the dashboard",
                 registered <= {family(s) for s in used}, registered - {family(s) for s in used})
+    # Every worker pod exports the inbox gauges of the whole database, the same figures: a sum
+    # over pods would count each event once per worker pod.
+    for e in exprs:
+        for m in re.finditer(r"hookgate_inbox_[a-z_]+", e):
+            R.check(f"{label}: dashboard takes the max over pods of {m.group(0)}",
+                    re.search(r"max(?: by \([a-z, ]*\))? ?\($", e[:m.start()]) is not None, e)
     titles = " ".join(p["title"].lower() for p in dash["panels"])
     for words in ("by outcome", "signature failures", "duplicates", "delivery attempts by result",
                   "dead letters"):

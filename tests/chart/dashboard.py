@@ -140,7 +140,7 @@ def build():
          "Inspect with `hookgate dlq list`, replay with `hookgate dlq replay`.",
          [(f'sum by (integration) (increase(hookgate_delivery_attempts_total{{{F},outcome="dead_letter"}}{R}))',
            "dead-lettered {{integration}}"),
-          (f'sum by (integration) (hookgate_inbox_events{{{F},status="dead_letter"}})', "waiting {{integration}}")],
+          (f'max by (integration) (hookgate_inbox_events{{{F},status="dead_letter"}})', "waiting {{integration}}")],
          "short"),
         ("Delivery duration", "One delivery attempt (hookgate_delivery_duration_seconds).",
          quantiles("hookgate_delivery_duration_seconds"), "s"),
@@ -157,8 +157,9 @@ def build():
     d.series([
         ("Backlog by status",
          "hookgate_inbox_events: events waiting for delivery (pending, retry, processing) and dead "
-         "letters, refreshed every 15 s by the workers. Processed events: the 'Delivery attempts by result' panel.",
-         [(f"sum by (status) (hookgate_inbox_events{{{F}}})", "{{status}}")], "short"),
+         "letters of the whole database, refreshed every 15 s; every worker pod exports the same figures, so "
+         "they are summed over integrations, not pods. Processed events: the 'Delivery attempts by result' panel.",
+         [(f"sum by (status) (max by (integration, status) (hookgate_inbox_events{{{F}}}))", "{{status}}")], "short"),
         ("Oldest pending event", "hookgate_inbox_oldest_pending_seconds by integration.",
          [(f"max by (integration) (hookgate_inbox_oldest_pending_seconds{{{F}}})", "{{integration}}")], "s"),
         ("Completion latency",

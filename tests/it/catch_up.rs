@@ -3,7 +3,7 @@
 //! counted and turns the condition, the credential never shows, and two workers never both fetch.
 
 use crate::catch_up_provider::{self as provider, KEY, Provider, Served};
-use crate::common::{Harness, accepted, duplicate, harness_with, opts};
+use crate::common::{Harness, accepted, duplicate, harness_with, opts, second_pool};
 use chrono::{DateTime, Utc};
 use hookgate::catch_up::http::Backoff;
 use hookgate::catch_up::{self, CatchUp, Config, Ran};
@@ -311,7 +311,7 @@ async fn two_workers_never_both_fetch(inbox: Inbox) {
     // Held long enough that the second pass starts while the first is fetching.
     p.delay = Duration::from_millis(400);
     let s = Setup::new(inbox.clone(), p, KEY).await;
-    let other = Setup::worker(&s.h, second_handle(&inbox).await, Arc::new(Metrics::new()));
+    let other = Setup::worker(&s.h, second_pool(&inbox).await, Arc::new(Metrics::new()));
 
     let (a, b) = tokio::join!(s.catch_up.pass("t/stripe", true), async {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -324,30 +324,6 @@ async fn two_workers_never_both_fetch(inbox: Inbox) {
     assert_eq!(s.server.calls("stripe"), 1);
     // The lock was given back: an explicit pass runs.
     assert_eq!(other.pass("t/stripe", true).await, Some(done(0, 1)));
-}
-
-/// A second pool on the same database, as another worker process has.
-async fn second_handle(inbox: &Inbox) -> Inbox {
-    match inbox {
-        Inbox::Postgres(pool) => {
-            let opts = (*pool.connect_options()).clone();
-            Inbox::Postgres(
-                sqlx::postgres::PgPoolOptions::new()
-                    .connect_with(opts)
-                    .await
-                    .unwrap(),
-            )
-        }
-        Inbox::Sqlite(pool) => {
-            let opts = (*pool.connect_options()).clone();
-            Inbox::Sqlite(
-                sqlx::sqlite::SqlitePoolOptions::new()
-                    .connect_with(opts)
-                    .await
-                    .unwrap(),
-            )
-        }
-    }
 }
 
 async fn rate_limits_and_5xx_are_retried_with_backoff(inbox: Inbox) {

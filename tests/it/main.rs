@@ -37,6 +37,7 @@ mod handoff_tenants;
 mod hostile_http;
 mod hostile_inputs;
 mod inbox_figures_plans;
+mod inbox_gauges;
 mod janitor;
 mod listener_limits;
 mod manifests;

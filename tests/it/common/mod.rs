@@ -356,6 +356,30 @@ pub async fn sqlite_inbox_named(name: &str) -> (tempfile::TempDir, String, Inbox
     (dir, url, inbox)
 }
 
+/// A second pool on the same database, as another worker process has.
+pub async fn second_pool(inbox: &Inbox) -> Inbox {
+    match inbox {
+        Inbox::Postgres(pool) => {
+            let opts = (*pool.connect_options()).clone();
+            Inbox::Postgres(
+                sqlx::postgres::PgPoolOptions::new()
+                    .connect_with(opts)
+                    .await
+                    .unwrap(),
+            )
+        }
+        Inbox::Sqlite(pool) => {
+            let opts = (*pool.connect_options()).clone();
+            Inbox::Sqlite(
+                sqlx::sqlite::SqlitePoolOptions::new()
+                    .connect_with(opts)
+                    .await
+                    .unwrap(),
+            )
+        }
+    }
+}
+
 /// Runs each named `async fn(Inbox)` of the calling test file on PostgreSQL (`#[sqlx::test]`,
 /// its own migrated database) and on a SQLite file.
 #[macro_export]
