@@ -4,9 +4,10 @@
 //!
 //! Both run on a timer for as long as hookgate runs (the gauges every 15 s, read by one of the
 //! worker processes on the database for all of them, `inbox::gauges`; the status every 30 s per
-//! integration), so none may cost more as the inbox's retained history grows: the backlog is read through the partial indexes of its statuses, the
-//! keys' last use from `key_usage` (see `key_use`), and the conflicts through the partial index of
-//! the events that had one (docs/performance.md, round 12).
+//! integration), so none may cost more as the inbox's retained history grows: the backlog is read
+//! through the partial indexes of its statuses, the keys' last use from `key_usage` (see
+//! `key_use`), and the conflicts through the partial index of the events that had one
+//! (docs/performance.md, round 12).
 
 use super::Inbox;
 use super::Result;
@@ -82,7 +83,7 @@ pub(super) struct Counted {
 
 impl Counted {
     /// The figure as of `now`; dead letters have no oldest age.
-    pub(super) fn at(self, now: DateTime<Utc>) -> BacklogCount {
+    fn at(self, now: DateTime<Utc>) -> BacklogCount {
         let waiting = self.status != "dead_letter";
         BacklogCount {
             oldest_age_seconds: self
@@ -94,6 +95,11 @@ impl Counted {
             count: self.count,
         }
     }
+}
+
+/// The figures as of `now`.
+pub(super) fn aged(counted: Vec<Counted>, now: DateTime<Utc>) -> Vec<BacklogCount> {
+    counted.into_iter().map(|c| c.at(now)).collect()
 }
 
 impl Inbox {
@@ -109,8 +115,7 @@ impl Inbox {
         integration: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Vec<BacklogCount>> {
-        let counted = self.counted(integration).await?;
-        Ok(counted.into_iter().map(|c| c.at(now)).collect())
+        Ok(aged(self.counted(integration).await?, now))
     }
 
     /// [`BACKLOG`]'s rows.
