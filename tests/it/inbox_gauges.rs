@@ -107,13 +107,8 @@ async fn every_worker_exports_the_shared_figures(inbox: Inbox) {
         let worker = Worker::new(pool, Default::default(), cfg.clone(), m.clone());
         let mut stopped = stopped.clone();
         runs.push(tokio::spawn(async move {
-            worker
-                .run(async move {
-                    while !*stopped.borrow_and_update() {
-                        stopped.changed().await.unwrap()
-                    }
-                })
-                .await
+            let stop = async move { drop(stopped.wait_for(|stop| *stop).await) };
+            worker.run(stop).await
         }));
         metrics.push(m);
     }
