@@ -87,9 +87,9 @@ macro_rules! expired_cte {
 
 /// The integrations with waiting (pending or retry) events, one index probe each: each step
 /// looks up the first entry of `inbox_events_waiting` past the last name found. The order names
-/// both of its columns so that no other index can serve it: `inbox_events_status (integration,
-/// status)` could, and would walk every event an integration keeps for retention to find that it
-/// has none waiting.
+/// both of its columns so that no other index can serve it: an index led by `integration` over
+/// every event (`inbox_events_status` until migration 0010) would walk every event an integration
+/// keeps for retention to find that it has none waiting.
 macro_rules! waiting_cte {
     () => {
         concat!(

@@ -61,6 +61,9 @@ pub use recent::{
     CONFIRM_EVERY as DEDUPE_CACHE_CONFIRM_EVERY, CONFIRMED_FOR as DEDUPE_CACHE_CONFIRMED_FOR,
     MAX_MIB as MAX_DEDUPE_CACHE_MIB, PurgedKeys, Recalled, Recent, RecentConfig,
 };
+pub use retention::{
+    BATCH as RETENTION_BATCH, DELETE_FINISHED_PG, PRUNE_NONCES_PG, PURGE_PG, WITH_FINISHED,
+};
 pub use stats::{BACKLOG, BacklogCount, CONFLICTS, Traffic};
 
 use crate::redact::redact_url;

@@ -8,6 +8,8 @@ use chrono::{DateTime, Utc};
 use hookgate::inbox::{BACKLOG, CONFLICTS, Inbox, PURGES_AFTER, PURGES_RECORDED};
 use sqlx::PgPool;
 
+use crate::common::plans::plans;
+
 /// 20,000 processed events of 1 KiB over 20 integrations (~3,000 pages), one a second from
 /// [`start`], under keys `v1` and `v2`; then the backlog, per integration `t/0`..`t/9`: two
 /// pending, one retry, one processing and one dead letter, under key `v3`. Three events had dedupe
@@ -39,38 +41,6 @@ async fn inbox_with_history(pool: &PgPool) {
 
 fn start() -> DateTime<Utc> {
     "2026-11-01T00:00:00Z".parse().unwrap()
-}
-
-/// Prepares `sql` on `conn`, then for the plan made for these arguments and for the generic one a
-/// pooled connection caches: the plan, and the buffers it read.
-async fn plans(conn: &mut sqlx::PgConnection, sql: &str, args: &str) -> Vec<(i64, String)> {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let name = format!(
-        "s{}",
-        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    );
-    let prepare = format!("PREPARE {name} AS {sql}");
-    sqlx::raw_sql(sqlx::AssertSqlSafe(prepare))
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-    let mut out = Vec::new();
-    for mode in ["force_custom_plan", "force_generic_plan"] {
-        let set = format!("SET plan_cache_mode = {mode}");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(set))
-            .execute(&mut *conn)
-            .await
-            .unwrap();
-        let explain = format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE {name}({args})");
-        let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(explain))
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
-        let blocks = |k: &str| plan[0]["Plan"][k].as_i64().unwrap_or(0);
-        let read = blocks("Shared Hit Blocks") + blocks("Shared Read Blocks");
-        out.push((read, format!("{mode}: {plan}")));
-    }
-    out
 }
 
 #[sqlx::test(migrations = "migrations/postgres")]

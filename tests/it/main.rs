@@ -55,6 +55,7 @@ mod receiver_postgres;
 mod receiver_sqlite;
 mod refusal_log;
 mod retention;
+mod retention_plans;
 mod send_providers;
 mod signature_cap;
 mod signers_forged;

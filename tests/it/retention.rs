@@ -353,9 +353,62 @@ async fn delete_finished_keeps_dead_letters_and_unfinished_events(inbox: Inbox) 
     assert_eq!(event_rows(&inbox).await, remaining);
 }
 
+/// `n` events of `t/a` processed 10 days before t0, with a body and one attempt each.
+async fn bulk_finished(inbox: &Inbox, n: u64) {
+    let body = br#"{"id":"bulk"}"#.to_vec();
+    let sha = sha2::Sha256::digest(&body).to_vec();
+    let headers = json!([["content-type", "application/json"]]);
+    let at = t0() - days(10);
+    on!(inbox, pool => {
+        sqlx::query(
+            "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < $1) \
+             INSERT INTO inbox_events (integration, event_id, event_type, scheme, key_id, \
+             headers, content_type, body, body_sha256, status, attempts, received_at, \
+             processed_at) SELECT 't/a', 'bulk-' || i, 'invoice.paid', 'stripe', 'v1', $2, \
+             'application/json', $3, $4, 'processed', 1, $5, $5 FROM g",
+        )
+        .bind(i64::try_from(n).unwrap())
+        .bind(Json(&headers))
+        .bind(&body)
+        .bind(&sha)
+        .bind(at)
+        .execute(pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO delivery_attempts (event_row, attempt, started_at, duration_ms, \
+             status_code, error, outcome) SELECT id, 1, $1, 12, 200, NULL, 'processed' \
+             FROM inbox_events WHERE event_id LIKE 'bulk-%'",
+        )
+        .bind(at)
+        .execute(pool)
+        .await
+        .unwrap();
+    })
+}
+
+/// A pass changes its rows a batch a transaction, and goes on until none is left: more finished
+/// events than two batches lose their bodies, then go with their attempts, and the rows retention
+/// must not touch stay.
+async fn retention_goes_through_more_events_than_a_batch(inbox: Inbox) {
+    let keep = never_touched(&inbox).await;
+    let n = 2 * hookgate::inbox::RETENTION_BATCH + 1;
+    bulk_finished(&inbox, n).await;
+    let cutoff = t0() - days(7);
+    assert_eq!(inbox.purge_payloads("t/a", cutoff, t0()).await.unwrap(), n);
+    assert_eq!(inbox.purge_payloads("t/a", cutoff, t0()).await.unwrap(), 0);
+    assert_eq!(inbox.delete_finished("t/a", cutoff).await.unwrap(), n);
+    assert_eq!(event_rows(&inbox).await, keep);
+    assert_eq!(attempt_rows(&inbox).await, Vec::<i64>::new());
+    for id in &keep {
+        assert!(stored(&inbox, *id).await.unwrap().body_purged_at.is_none());
+    }
+}
+
 on_both_backends!(
     purge_payloads_only_of_old_finished_events,
     delete_finished_keeps_dead_letters_and_unfinished_events,
+    retention_goes_through_more_events_than_a_batch,
 );
 
 /// delete_finished removes the attempts itself, so a SQLite pool opened without `foreign_keys`
