@@ -17,6 +17,7 @@ mod arrivals;
 mod audit;
 mod batch;
 mod catch_up;
+mod chores;
 mod claim;
 mod complete;
 mod dead_letters;

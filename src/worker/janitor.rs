@@ -2,7 +2,8 @@
 //! (and with them their dedupe keys) after `retention.dedupe`, forget ordering versions that have
 //! not moved for `retention.dedupe`, forget expired signature nonces, and forget the key use and
 //! catch-up records of integrations that are gone once their last event is. Dead letters are kept
-//! until replayed or purged.
+//! until replayed or purged. One worker process on a database makes each period's pass, whichever
+//! finds it due first (`inbox::chores`).
 
 use super::Worker;
 use crate::crd::defaults;
@@ -78,13 +79,32 @@ pub async fn sweep(inbox: &Inbox, worker: &Worker) -> crate::inbox::Result<Swept
     Ok(swept)
 }
 
+/// The janitor's chore in `inbox_chores`.
+pub const CHORE: &str = "retention";
+
+/// A pass, if it is this process's turn at `now` among the worker processes on the database that
+/// each ask every `every`: `None` when another took it within the last three quarters of `every`.
+/// A pass walks the same rows whoever makes it, so one per period is enough.
+pub async fn pass_if_due(
+    inbox: &Inbox,
+    worker: &Worker,
+    now: chrono::DateTime<Utc>,
+    every: Duration,
+) -> crate::inbox::Result<Option<Swept>> {
+    if !inbox.take_chore(CHORE, now, every).await? {
+        return Ok(None);
+    }
+    sweep(inbox, worker).await.map(Some)
+}
+
 pub async fn run(inbox: Inbox, worker: Worker, every: Duration) {
     let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
-        match sweep(&inbox, &worker).await {
-            Ok(s) if s == Swept::default() => {}
-            Ok(s) => tracing::info!(
+        match pass_if_due(&inbox, &worker, Utc::now(), every).await {
+            Ok(None) => tracing::debug!("retention janitor: another worker process made this pass"),
+            Ok(Some(s)) if s == Swept::default() => {}
+            Ok(Some(s)) => tracing::info!(
                 purged = s.purged,
                 deleted = s.deleted,
                 nonces = s.nonces,

@@ -205,8 +205,75 @@ async fn janitor_cleans_rows_of_integrations_that_no_longer_exist(inbox: Inbox) 
     assert_eq!(s.event_ids().await, ["dead", "recent"]);
 }
 
+/// Two worker processes on one database, each asking every 10 minutes: one of them makes each
+/// period's pass, whichever asks first once three quarters of the period have gone by, and a
+/// process alone makes one every period.
+async fn one_worker_process_makes_each_periods_pass(inbox: Inbox) {
+    let s = Setup::new(inbox).await;
+    let first = s.worker();
+    let other_inbox = crate::common::second_pool(s.inbox()).await;
+    let targets = hookgate::worker::targets(&s.h.receiver.routes());
+    let other = Worker::new(
+        other_inbox.clone(),
+        targets,
+        cfg(),
+        Arc::new(Metrics::new()),
+    );
+    let every = std::time::Duration::from_secs(600);
+    let long_ago = Utc::now() - secs(31 * 86400);
+    // One finished event past retention (30 d by default) before each pass.
+    let finished = async |id: &str| {
+        s.dest.script([Answer::Status(200)]);
+        s.event("w/orders", id, "{}").await;
+        assert_eq!(first.run_once().await.unwrap(), 1);
+        s.finished_at(id, long_ago).await;
+    };
+    let deleted = |pass: Option<Swept>| pass.map(|p| p.deleted);
+    let pass = hookgate::worker::janitor::pass_if_due;
+    let t = Utc::now();
+
+    finished("a").await;
+    assert_eq!(
+        deleted(pass(s.inbox(), &first, t, every).await.unwrap()),
+        Some(1)
+    );
+    finished("b").await;
+    let early = t + secs(449);
+    assert_eq!(
+        deleted(pass(&other_inbox, &other, early, every).await.unwrap()),
+        None
+    );
+    assert_eq!(
+        deleted(pass(s.inbox(), &first, early, every).await.unwrap()),
+        None
+    );
+    assert_eq!(s.event_ids().await, ["b"], "no pass was made");
+    let due = t + secs(450);
+    assert_eq!(
+        deleted(pass(&other_inbox, &other, due, every).await.unwrap()),
+        Some(1)
+    );
+    assert_eq!(
+        deleted(
+            pass(s.inbox(), &first, due + secs(60), every)
+                .await
+                .unwrap()
+        ),
+        None
+    );
+    // The other process stopped: the first makes every period's pass alone.
+    finished("c").await;
+    let alone = due + secs(600);
+    assert_eq!(
+        deleted(pass(s.inbox(), &first, alone, every).await.unwrap()),
+        Some(1)
+    );
+    assert_eq!(s.event_ids().await, Vec::<String>::new());
+}
+
 on_both_backends!(
     janitor_drops_bodies_then_dedupe_keys_but_keeps_dead_letters,
+    one_worker_process_makes_each_periods_pass,
     janitor_cleans_rows_of_integrations_that_no_longer_exist,
     versions_unchanged_for_the_dedupe_window_are_forgotten_unless_leased,
     records_of_integrations_gone_with_their_last_event_are_forgotten,

@@ -1,0 +1,38 @@
+//! Chores: periodic work that one worker process does for all the processes on a database (the
+//! retention janitor's passes). Each period the chore goes to whichever process first finds it not
+//! taken for three quarters of the period, so nobody holds it: a process that stops or dies just
+//! stops taking it, and a lone process takes it every period.
+
+use super::{Inbox, Result};
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+
+/// One row per chore, so concurrent takers serialize on it and the second finds `taken_at` just
+/// moved (PostgreSQL re-checks the `WHERE` on the row it waited for; SQLite has one writer). A
+/// chore's first take creates its row.
+const TAKE: &str = "INSERT INTO inbox_chores (chore, taken_at) VALUES ($1, $2) \
+     ON CONFLICT (chore) DO UPDATE SET taken_at = excluded.taken_at \
+     WHERE inbox_chores.taken_at <= $3";
+
+impl Inbox {
+    /// Takes `chore` at `now` if no process on this database took it within the last three
+    /// quarters of `every`, the period at which each process asks. True when this call took it.
+    pub async fn take_chore(
+        &self,
+        chore: &str,
+        now: DateTime<Utc>,
+        every: Duration,
+    ) -> Result<bool> {
+        let due_before = crate::time::before(now, every - every / 4);
+        let taken = backend!(self, pool => {
+            sqlx::query(TAKE)
+                .bind(chore)
+                .bind(now)
+                .bind(due_before)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(taken == 1)
+    }
+}
