@@ -102,6 +102,8 @@ fn bench_runs_every_phase_and_reports_every_figure() {
                 "2",
                 "--tenants-backlog",
                 "1s",
+                "--retention-events",
+                "1000",
             ],
         ]
         .concat(),
@@ -212,9 +214,13 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         check_names.contains(&"fields / serde_json Value, Stripe event"),
         "{check_names:?}"
     );
+    assert!(
+        check_names.contains(&"retention pass, 4x kept / 1x"),
+        "{check_names:?}"
+    );
     assert_eq!(
         checks.len(),
-        14 + 2 * usize::from(pgbench),
+        15 + 2 * usize::from(pgbench),
         "{check_names:?}"
     );
     // The primitive's own share of the HMAC target, beside it but not one of the targets.
@@ -232,6 +238,14 @@ fn bench_runs_every_phase_and_reports_every_figure() {
     // The intake against the anchor measured a minute earlier: shown, not the target.
     let unpaired = figure("intake / pgbench 1-row, unpaired");
     assert_eq!(unpaired.is_some(), pgbench, "{figures:?}");
+    // The retention pass on both inboxes (it checks what it removed itself), and the inbox read
+    // beside each.
+    for kept in [1000, 4000] {
+        for name in ["retention pass (ms)", "inbox read (ms)"] {
+            let f = figure(&format!("{name}, {kept} kept"));
+            assert!(f.is_some_and(|v| v > 0.0), "{name}, {kept}: {figures:?}");
+        }
+    }
     // What the delivered events take on disk: every row holds its 1 KiB body, and compacting
     // can only shrink what the dead versions of the claims and completions left.
     let left = figure("disk per stored event, as delivery left it (bytes)").unwrap();
@@ -257,7 +271,11 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         figure("tenants: quiet p99 beside / alone").is_some_and(|v| v > 0.0),
         "{figures:?}"
     );
-    assert_eq!(figures.len(), 7 + usize::from(pgbench), "{figures:?}");
+    assert!(
+        figure("retention pass / inbox read, 4x kept").is_some_and(|v| v > 0.0),
+        "{figures:?}"
+    );
+    assert_eq!(figures.len(), 12 + usize::from(pgbench), "{figures:?}");
     if pgbench {
         // Three pairs (--pgbench-runs' default), each side measured, the target their median.
         let pairs = report["intake_pgbench_pairs"].as_array().unwrap();

@@ -254,6 +254,8 @@ fn the_bench_refuses_a_value_past_a_flags_range_before_it_connects() {
         ("--pipeline-start", "inf"),
         ("--pipeline-start", "NaN"),
         ("--pipeline-start", "0"),
+        ("--retention-events", "999"),
+        ("--retention-events", "18446744073709551615"),
     ] {
         let args = [
             "bench",

@@ -71,6 +71,10 @@ pub struct BenchArgs {
     /// event is stored for a claim, as in the chart's default.
     #[arg(long, value_enum, default_value_t = Topology::Standalone)]
     pub tenants_topology: Topology,
+    /// Finished events the retention phase's smaller inbox keeps (the larger keeps four times as
+    /// many).
+    #[arg(long, default_value_t = 500_000)]
+    pub retention_events: u64,
     /// The hookgate binary the bench starts as receiver and workers; by default itself. With
     /// another build here, two builds are compared under the same load generator and sink.
     #[arg(long, value_name = "PATH")]
@@ -119,6 +123,12 @@ impl BenchArgs {
         let workers = crate::worker::defaults::MAX_CONCURRENCY;
         count("--worker-concurrency", self.worker_concurrency, 1, workers)?;
         count("--pipeline-steps", self.pipeline_steps, 1, 100)?;
+        count(
+            "--retention-events",
+            usize::try_from(self.retention_events).unwrap_or(usize::MAX),
+            1000,
+            100_000_000,
+        )?;
         for (flag, value) in [
             ("--latency-run", self.latency_run),
             ("--pgbench-run", self.pgbench_run),
@@ -167,6 +177,9 @@ pub enum Phase {
     /// One integration's backlog beside another integration's trickle: how long the trickle's
     /// events wait.
     Tenants,
+    /// A retention pass on an inbox keeping `--retention-events` finished events and on one
+    /// keeping four times as many, the same work due in both.
+    Retention,
     /// The verifier against the bare primitives.
     Verify,
 }
@@ -178,7 +191,7 @@ impl Phase {
         self != Phase::Verify
     }
 
-    pub const ALL: [Phase; 8] = [
+    pub const ALL: [Phase; 9] = [
         Phase::Baselines,
         Phase::Pgbench,
         Phase::Ceiling,
@@ -186,6 +199,7 @@ impl Phase {
         Phase::Delivery,
         Phase::Pipeline,
         Phase::Tenants,
+        Phase::Retention,
         Phase::Verify,
     ];
 }

@@ -20,6 +20,7 @@ mod pgbench;
 mod pipeline;
 mod report;
 mod requests;
+mod retention;
 mod rounds;
 mod scrape;
 mod search;
@@ -147,6 +148,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
 
     if phase(Phase::Tenants) {
         tenants::run(&args, &env, &mut report).await?;
+    }
+
+    if phase(Phase::Retention) {
+        retention::run(args.retention_events, &env.pool, &mut report).await?;
     }
 
     if phase(Phase::Verify) {

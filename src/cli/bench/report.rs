@@ -102,6 +102,7 @@ impl Report {
                 "tenants_backlog_s": args.tenants_backlog.as_secs_f64(),
                 "pipeline_topology": args.pipeline_topology.to_string(),
                 "tenants_topology": args.tenants_topology.to_string(),
+                "retention_events": args.retention_events,
                 "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
                 "version": env!("CARGO_PKG_VERSION"),
                 "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
