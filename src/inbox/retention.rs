@@ -105,14 +105,17 @@ const DELETE_FINISHED_SQLITE: &str = concat!(
 /// Through `signature_nonces_expiry`, in its order: without the order, a generic plan (which
 /// estimates a third of the nonces expired) reads the table until it has a batch, all of it for
 /// the last batch, which finds none. PostgreSQL finds the batch's rows again by their place in the
-/// table, SQLite by its rowid. Nonces are never updated, so nothing is re-checked: with
-/// `expires_at` repeated, PostgreSQL walked the index again and tested each entry against the
-/// whole batch (180 ms a batch of 5,000, round 38).
+/// table, SQLite by its rowid. A receiver may claim an expired nonce again meanwhile (its upsert
+/// moves `expires_at`), so PostgreSQL's batch is locked as it is taken: the rows found are the
+/// rows deleted, and a nonce just claimed again is not among them. (Re-checking `expires_at` on
+/// the outer statement instead made PostgreSQL walk the index again and test each entry against
+/// the whole batch: 180 ms a batch of 5,000, round 38.) Rows a receiver holds are left for the
+/// next pass.
 pub const PRUNE_NONCES_PG: &str = concat!(
     "DELETE FROM signature_nonces WHERE ctid = ANY(ARRAY(SELECT ctid FROM signature_nonces \
      WHERE expires_at <= $1 ORDER BY expires_at LIMIT ",
     batch!(),
-    "))"
+    " FOR UPDATE SKIP LOCKED))"
 );
 const PRUNE_NONCES_SQLITE: &str = concat!(
     "DELETE FROM signature_nonces WHERE rowid IN (SELECT rowid FROM signature_nonces \

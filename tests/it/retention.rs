@@ -440,3 +440,39 @@ async fn sqlite_delete_finished_without_foreign_keys_leaves_no_orphans() {
     assert_eq!(event_rows(&inbox).await, [new]);
     assert_eq!(attempt_rows(&inbox).await, [new]);
 }
+
+/// A receiver may claim an expired nonce again before the janitor prunes it: its upsert moves the
+/// nonce's expiry, and the prune must leave that nonce alone, also when it found the nonce expired
+/// a moment before. Here the receiver's claim is still uncommitted when the prune runs.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_nonce_claimed_again_during_the_prune_is_kept(pool: sqlx::PgPool) {
+    let now = t0();
+    sqlx::query(
+        "INSERT INTO signature_nonces (integration, digest, expires_at) \
+         SELECT 't/a', sha256(convert_to(g::text, 'UTF8')), $1 - g * interval '1 second' \
+         FROM generate_series(1, 20) g",
+    )
+    .bind(now)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let again = sha2::Sha256::digest(b"7").to_vec();
+    let mut receiver = pool.begin().await.unwrap();
+    sqlx::query("UPDATE signature_nonces SET expires_at = $1 WHERE digest = $2")
+        .bind(now + days(1))
+        .bind(&again)
+        .execute(&mut *receiver)
+        .await
+        .unwrap();
+    let inbox = Inbox::Postgres(pool.clone());
+    let prune = tokio::spawn(async move { inbox.prune_nonces(now).await.unwrap() });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    receiver.commit().await.unwrap();
+    assert_eq!(prune.await.unwrap(), 19);
+    let left: Vec<(Vec<u8>, DateTime<Utc>)> =
+        sqlx::query_as("SELECT digest, expires_at FROM signature_nonces")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(left, [(again, now + days(1))]);
+}
