@@ -1,5 +1,5 @@
 //! Chores: periodic work that one worker process does for all the processes on a database (the
-//! retention janitor's passes). Each period the chore goes to whichever process first finds it not
+//! retention janitor's passes, the inbox gauges' reads). Each period the chore goes to whichever process first finds it not
 //! taken for three quarters of the period, so nobody holds it: a process that stops or dies just
 //! stops taking it, and a lone process takes it every period.
 

@@ -3,23 +3,22 @@
 //! Every worker process exports the backlog of the whole database (so that the alerts, a `max`
 //! over pods, outlive any one pod), but reading it costs PostgreSQL a scan of the waiting and
 //! dead-lettered statuses' partial indexes, with the entries of events delivered since the last
-//! read: 150-235 ms at 4,500 events/s (docs/performance.md, round 37). Each interval one process takes the turn, reads it
-//! and writes it to `inbox_gauges`; the others export what it wrote. The turn goes to whichever
-//! process first finds the figures older than three quarters of the interval, so nobody holds
-//! it: a process that stops or dies just stops taking it. A lone process takes it every time.
+//! read: 150-235 ms at 4,500 events/s (docs/performance.md, round 37). Each interval one process
+//! takes the turn (a chore, `super::chores`: whichever first finds it not taken for three quarters
+//! of the interval; nobody holds it), reads the figures and writes them to `inbox_gauges`; the
+//! others export what it wrote.
 
 use super::stats::{Counted, aged};
 use super::{BacklogCount, Inbox, Result};
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 
-/// Takes the turn when the figures are due: one row, so concurrent takers serialize on it and
-/// the second finds `read_at` just moved (PostgreSQL re-checks the `WHERE` on the row it waited
-/// for; SQLite has one writer). Its first take creates the row.
-const TAKE_TURN: &str = "INSERT INTO inbox_gauges (id, read_at) VALUES (1, $1) \
-     ON CONFLICT (id) DO UPDATE SET read_at = excluded.read_at \
-     WHERE inbox_gauges.read_at <= $2";
-const WRITE: &str = "UPDATE inbox_gauges SET figures = $1 WHERE id = 1";
+/// The gauges' chore in `inbox_chores` (`super::chores`): whose turn it is to read them.
+const CHORE: &str = "gauges";
+/// The figures of the last turn. Writing `read_at` too keeps workers of round 37, which took the
+/// turn on this row, from taking it again within the interval during a rollout.
+const WRITE: &str = "INSERT INTO inbox_gauges (id, read_at, figures) VALUES (1, $1, $2) \
+     ON CONFLICT (id) DO UPDATE SET read_at = excluded.read_at, figures = excluded.figures";
 const SHARED: &str = "SELECT figures FROM inbox_gauges WHERE id = 1";
 
 /// The backlog for a process's gauges and where it came from.
@@ -40,11 +39,7 @@ impl Inbox {
         now: DateTime<Utc>,
         every: Duration,
     ) -> Result<Option<GaugeFigures>> {
-        let due_before = crate::time::before(now, every - every / 4);
-        let taken = backend!(self, pool => {
-            sqlx::query(TAKE_TURN).bind(now).bind(due_before).execute(pool).await?.rows_affected()
-        });
-        if taken == 0 {
+        if !self.take_chore(CHORE, now, every).await? {
             let shared: Option<Option<String>> = backend!(self, pool => {
                 sqlx::query_scalar(SHARED).fetch_optional(pool).await?
             });
@@ -61,7 +56,7 @@ impl Inbox {
         let counted = self.counted(None).await?;
         let json = serde_json::to_string(&counted).expect("plain data serializes");
         backend!(self, pool => {
-            sqlx::query(WRITE).bind(json).execute(pool).await?;
+            sqlx::query(WRITE).bind(now).bind(json).execute(pool).await?;
         });
         Ok(Some(figures(counted, now, true)))
     }

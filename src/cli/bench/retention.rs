@@ -52,14 +52,10 @@ pub async fn run(kept: u64, pool: &PgPool, report: &mut Report) -> anyhow::Resul
         passes.push((took, read));
     }
     let (one, four) = (passes[0], passes[1]);
-    report.ratio_max(
-        "retention pass, 4x kept / 1x",
-        one_over(four.0, one.0),
-        TARGET,
-    );
+    report.ratio_max("retention pass, 4x kept / 1x", ratio(four.0, one.0), TARGET);
     report.figure(
         "retention pass / inbox read, 4x kept",
-        one_over(four.0, four.1),
+        ratio(four.0, four.1),
     );
     Ok(())
 }
@@ -158,6 +154,6 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn one_over(a: Duration, b: Duration) -> f64 {
+fn ratio(a: Duration, b: Duration) -> f64 {
     a.as_secs_f64() / b.as_secs_f64().max(1e-9)
 }
