@@ -1,5 +1,7 @@
 //! The integration tests, one binary: each module is one file of today's suite and links the
-//! crate once (the cluster suite against a real API server is `tests/kube/`, built apart).
+//! crate once (the cluster suite against a real API server is `tests/kube/`, built apart, and
+//! `hookgate bench`'s tests are `tests/bench/`, apart so that no other test writes to the
+//! server while the bench measures the WAL it writes).
 //! `common` comes first so that its `macro_rules!` helpers (every_scenario!, on_both_backends!,
 //! on!) are in scope for every module after it.
 
@@ -8,7 +10,6 @@ mod common;
 
 mod architecture;
 
-mod bench;
 mod catch_up;
 mod catch_up_provider;
 mod cli_flags;

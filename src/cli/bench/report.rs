@@ -132,9 +132,13 @@ impl Report {
     }
 
     /// What PostgreSQL wrote to its WAL during a measured run; `None` (its counters could not
-    /// be read, or the run added no row) leaves the run out.
+    /// be read, or the run added no row) leaves the run out. A run that other databases'
+    /// sessions shared the server with gets a note.
     pub fn wal(&mut self, run: &str, w: Option<super::wal::PerRow>) {
         if let Some(w) = w {
+            if let Some(note) = super::wal::Table::disturbed(run, &w) {
+                self.note(note);
+            }
             self.wal.push(run, w);
         }
     }

@@ -14,6 +14,12 @@
 //! connections are made to report before and after, and no receiver is running yet. In the
 //! pairs, the receiver's connections stay open and their late reports would land in pgbench's
 //! figures.
+//!
+//! Because both are the server's, another database's writes during a run land in its figures.
+//! Each run therefore also counts the sessions of other databases that were at work during it
+//! (`pg_stat_activity`, current at every reading): a client backend or an autovacuum worker
+//! that was not idle at either end, or changed state or connected in between. A session that
+//! connected and left within the run is not seen. The report notes each run it found them in.
 
 use serde::Serialize;
 use sqlx::PgPool;
@@ -29,6 +35,9 @@ pub struct PerRow {
     /// Rows per WAL flush, where flushes were counted (pgbench's anchor runs): how many commits
     /// PostgreSQL's own group commit put behind one flush.
     pub rows_per_flush: Option<f64>,
+    /// Sessions of other databases at work during the run, whose WAL is in these figures too;
+    /// `None` when they could not be read.
+    pub other_sessions: Option<i64>,
 }
 
 /// The WAL written between LSNs `before` and `after` for `rows` rows, with the WAL `flushes`
@@ -45,6 +54,7 @@ pub fn per_row(
         wal_bytes_per_row: (after - before) as f64 / rows as f64,
         rows_per_commit,
         rows_per_flush: flushes.filter(|f| *f > 0).map(|f| rows as f64 / f as f64),
+        other_sessions: None,
     })
 }
 
@@ -113,23 +123,68 @@ pub async fn measured(
     meter?.finish(pool, rows_per_commit).await
 }
 
-/// A run being measured: where the WAL and the inbox stood when it started, and the WAL
-/// flushes so far when they are counted.
+/// The sessions of databases other than the bench's that are at work: a client backend or an
+/// autovacuum worker not idle, or one that changed state or connected at or after `$1` (the
+/// server's clock; `NULL` counts only those not idle).
+const ELSEWHERE: &str = "SELECT COALESCE(array_agg(pid), '{}') FROM pg_stat_activity \
+     WHERE datname <> current_database() \
+       AND backend_type IN ('client backend', 'autovacuum worker') \
+       AND (state IS DISTINCT FROM 'idle' OR state_change >= $1 OR backend_start >= $1)";
+
+/// Who was at work elsewhere when a run began: the server's clock then, and the sessions.
+struct Elsewhere {
+    since: chrono::DateTime<chrono::Utc>,
+    at_work: Vec<i32>,
+}
+
+impl Elsewhere {
+    async fn start(pool: &PgPool) -> Option<Self> {
+        let since = sqlx::query_scalar("SELECT clock_timestamp()")
+            .fetch_one(pool)
+            .await
+            .ok()?;
+        let at_work = at_work(pool, None).await?;
+        Some(Self { since, at_work })
+    }
+
+    /// The sessions at work at either end or in between: each counted once.
+    async fn finish(self, pool: &PgPool) -> Option<i64> {
+        let mut seen = at_work(pool, Some(self.since)).await?;
+        seen.extend(self.at_work);
+        seen.sort_unstable();
+        seen.dedup();
+        Some(seen.len() as i64)
+    }
+}
+
+async fn at_work(pool: &PgPool, since: Option<chrono::DateTime<chrono::Utc>>) -> Option<Vec<i32>> {
+    sqlx::query_scalar(ELSEWHERE)
+        .bind(since)
+        .fetch_one(pool)
+        .await
+        .ok()
+}
+
+/// A run being measured: where the WAL and the inbox stood when it started, the WAL flushes so
+/// far when they are counted, and who was at work in other databases.
 pub struct Meter {
     lsn: i64,
     rows: i64,
     flushes: Option<i64>,
+    elsewhere: Option<Elsewhere>,
 }
 
 impl Meter {
     /// `None` when the position cannot be read (a standby, a role without the function): the
     /// run then goes unmeasured, not failed.
     pub async fn start(pool: &PgPool) -> Option<Self> {
+        let elsewhere = Elsewhere::start(pool).await;
         let (lsn, rows) = position(pool).await?;
         Some(Self {
             lsn,
             rows,
             flushes: None,
+            elsewhere,
         })
     }
 
@@ -149,7 +204,14 @@ impl Meter {
             Some(before) => flushes(pool).await.map(|after| after - before),
             None => None,
         };
-        per_row(self.lsn, lsn, rows - self.rows, rows_per_commit, flushes)
+        let other_sessions = match self.elsewhere {
+            Some(e) => e.finish(pool).await,
+            None => None,
+        };
+        per_row(self.lsn, lsn, rows - self.rows, rows_per_commit, flushes).map(|w| PerRow {
+            other_sessions,
+            ..w
+        })
     }
 }
 
@@ -160,6 +222,16 @@ pub struct Table(Vec<(String, PerRow)>);
 impl Table {
     pub fn push(&mut self, run: &str, w: PerRow) {
         self.0.push((run.into(), w));
+    }
+
+    /// The note a run's figures need: other databases' sessions were at work during it.
+    pub fn disturbed(run: &str, w: &PerRow) -> Option<String> {
+        let n = w.other_sessions.filter(|n| *n > 0)?;
+        Some(format!(
+            "{run}: {n} session{} of other databases were at work during it; the WAL it wrote \
+             and its flushes are counted server-wide, so its figures include theirs",
+            if n == 1 { "" } else { "s" }
+        ))
     }
 
     /// The table, or nothing when no run was measured.
@@ -184,19 +256,23 @@ impl Table {
 
 fn line(name: &str, w: &PerRow) -> String {
     let or_dash = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |r| format!("{r:.1}"));
+    let elsewhere = w
+        .other_sessions
+        .map_or_else(|| "-".to_string(), |n| n.to_string());
     format!(
-        "{name:<44} {:>8} {:>10.0} {:>12} {:>11}\n",
+        "{name:<44} {:>8} {:>10.0} {:>12} {:>11} {:>9}\n",
         w.rows,
         w.wal_bytes_per_row,
         or_dash(w.rows_per_commit),
-        or_dash(w.rows_per_flush)
+        or_dash(w.rows_per_flush),
+        elsewhere
     )
 }
 
 fn heading() -> String {
     format!(
-        "{:<44} {:>8} {:>10} {:>12} {:>11}\n",
-        "WAL written", "rows", "bytes/row", "rows/commit", "rows/flush"
+        "{:<44} {:>8} {:>10} {:>12} {:>11} {:>9}\n",
+        "WAL written", "rows", "bytes/row", "rows/commit", "rows/flush", "elsewhere"
     )
 }
 
@@ -259,7 +335,53 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3);
         assert!(lines.iter().all(|l| l.len() == lines[0].len()), "{text}");
-        assert!(lines[1].ends_with(" 1.0         1.5"), "{text}");
-        assert!(lines[2].ends_with(" -           -"), "{text}");
+        assert!(lines[1].ends_with(" 1.0         1.5         -"), "{text}");
+        assert!(lines[2].ends_with(" -           -         -"), "{text}");
+    }
+
+    #[test]
+    fn a_run_shared_with_other_databases_says_so() {
+        let alone = PerRow {
+            other_sessions: Some(0),
+            ..per_row(0, 3_000, 3, Some(1.0), None).unwrap()
+        };
+        let shared = PerRow {
+            other_sessions: Some(2),
+            ..alone
+        };
+        let unread = PerRow {
+            other_sessions: None,
+            ..alone
+        };
+        assert_eq!(Table::disturbed("intake", &alone), None);
+        assert_eq!(
+            Table::disturbed("intake", &unread),
+            None,
+            "not read: no claim"
+        );
+        let note = Table::disturbed("intake", &shared).unwrap();
+        assert!(
+            note.starts_with("intake: 2 sessions of other databases"),
+            "{note}"
+        );
+        let one = PerRow {
+            other_sessions: Some(1),
+            ..alone
+        };
+        assert!(
+            Table::disturbed("x", &one)
+                .unwrap()
+                .contains("1 session of")
+        );
+        let mut t = Table::default();
+        t.push("alone", alone);
+        t.push("shared", shared);
+        let text = t.text().unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].ends_with(" elsewhere"), "{text}");
+        assert!(lines[1].ends_with(" 0"), "{text}");
+        assert!(lines[2].ends_with(" 2"), "{text}");
+        assert_eq!(t.json()[1]["other_sessions"], 2);
+        assert!(t.json()[0]["other_sessions"] == 0);
     }
 }
