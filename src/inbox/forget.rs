@@ -1,5 +1,5 @@
-//! What retention forgets besides events: ordering versions that stopped moving, and the records
-//! kept about integrations that are gone.
+//! What retention forgets besides events: the records kept about integrations that are gone
+//! (ordering versions that stopped moving are `stale_versions`).
 //!
 //! `resource_versions` gets a row per resource an ordered integration ever delivered, and
 //! `key_usage` and `catch_up_runs` a row per integration (and key). Without this they only grew:
@@ -8,13 +8,6 @@
 //! show the old keys' use and catch-up runs, and its ordering gate the old versions.
 
 use super::{Inbox, Result};
-use chrono::{DateTime, Utc};
-
-/// A version that has not moved since `$2` and is not leased at `$3`. The primary key's prefix
-/// finds the integration's rows; an index on `updated_at` would make every version advance a
-/// non-HOT update on the delivery path, so the janitor reads them instead, once a pass.
-const FORGET_VERSIONS: &str = "DELETE FROM resource_versions WHERE integration = $1 \
-     AND updated_at < $2 AND (locked_until IS NULL OR locked_until <= $3)";
 
 /// `$1`: the integrations configured, in the backend's form `$configured` reads. A gone
 /// integration's records go with its last event, so they are kept for as long as retention keeps
@@ -42,33 +35,6 @@ const FORGET_RECORDS_SQLITE: [&str; 3] =
     forget_records!("NOT IN (SELECT value FROM json_each($1))");
 
 impl Inbox {
-    /// Forgets the stored version of every resource of `integration` whose version has not moved
-    /// since `unchanged_before` and which no worker holds at `now`: an event of that resource is
-    /// then gated as its first. Returns how many versions were forgotten.
-    pub async fn forget_versions(
-        &self,
-        integration: &str,
-        unchanged_before: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> Result<u64> {
-        let lift = super::lift_statement_timeout(self);
-        backend!(self, pool => {
-            // An integration with millions of resources may take longer than the request-path
-            // statement timeout to walk.
-            let mut tx = pool.begin().await?;
-            sqlx::query(lift).execute(&mut *tx).await?;
-            let n = sqlx::query(FORGET_VERSIONS)
-                .bind(integration)
-                .bind(unchanged_before)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            tx.commit().await?;
-            Ok(n)
-        })
-    }
-
     /// Forgets the key use, catch-up and ordering records of every integration not in
     /// `configured` that has no event left in the inbox. Returns how many rows were removed.
     pub async fn forget_gone_integrations(&self, configured: &[String]) -> Result<u64> {

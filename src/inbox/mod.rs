@@ -36,6 +36,7 @@ mod notify;
 mod recent;
 mod release;
 mod retention;
+mod stale_versions;
 mod stats;
 mod turns;
 mod versions;
@@ -65,6 +66,7 @@ pub use recent::{
 pub use retention::{
     BATCH as RETENTION_BATCH, DELETE_FINISHED_PG, PRUNE_NONCES_PG, PURGE_PG, WITH_FINISHED,
 };
+pub use stale_versions::{STRETCH_PG as FORGET_VERSIONS_PG, VERSIONS_PAGES, VERSIONS_ROWIDS};
 pub use stats::{BACKLOG, BacklogCount, CONFLICTS, Traffic};
 
 use crate::redact::redact_url;

@@ -26,8 +26,7 @@ macro_rules! batch {
 }
 
 /// Finished events of integration `$i` that finished before `$b`: the rows retention deletes,
-/// walked in the order of `inbox_events_finished`. (SQLite numbers parameters in the order they
-/// first appear, so each statement names them in that order.)
+/// walked in the order of `inbox_events_finished`.
 macro_rules! finished_before {
     ($i:literal, $b:literal) => {
         concat!(

@@ -58,6 +58,10 @@ pub async fn sweep(inbox: &Inbox, worker: &Worker) -> crate::inbox::Result<Swept
             }
         }
     }
+    // A version older than the dedupe window guards only against events older than any
+    // duplicate the inbox would still recognise. One walk of the versions serves every
+    // integration.
+    let mut unchanged_before = Vec::with_capacity(retention.len());
     for (integration, payload, dedupe) in retention {
         swept.purged += inbox
             .purge_payloads(&integration, time::before(now, payload), now)
@@ -65,12 +69,9 @@ pub async fn sweep(inbox: &Inbox, worker: &Worker) -> crate::inbox::Result<Swept
         swept.deleted += inbox
             .delete_finished(&integration, time::before(now, dedupe))
             .await?;
-        // A version older than the dedupe window guards only against events older than any
-        // duplicate the inbox would still recognise.
-        swept.versions += inbox
-            .forget_versions(&integration, time::before(now, dedupe), now)
-            .await?;
+        unchanged_before.push((integration, time::before(now, dedupe)));
     }
+    swept.versions = inbox.forget_versions(&unchanged_before, now).await?;
     swept.nonces = inbox.prune_nonces(now).await?;
     if worker.targets_loaded() {
         let configured: Vec<String> = targets.keys().cloned().collect();

@@ -31,6 +31,7 @@ mod event_versions;
 mod extreme_values;
 mod faults;
 mod faults_delivery;
+mod forget_versions;
 mod fuzz_smoke;
 mod group_commit;
 mod handoff;
