@@ -255,6 +255,27 @@ fn bench_runs_every_phase_and_reports_every_figure() {
             let f = figure(&format!("{name}, {kept} kept"));
             assert!(f.is_some_and(|v| v > 0.0), "{name}, {kept}: {figures:?}");
         }
+        // Each size passed twice, the sizes alternating, and the quickest counted.
+        let start = format!("retention, {kept} kept: passes ");
+        let note = notes(&report)
+            .into_iter()
+            .find(|n| n.starts_with(&start))
+            .unwrap_or_else(|| panic!("{:?}", notes(&report)));
+        let passes: Vec<f64> = note[start.len()..]
+            .split(" ms")
+            .next()
+            .unwrap()
+            .split(", ")
+            .map(|v| v.parse().unwrap())
+            .collect();
+        assert_eq!(passes.len(), 2, "{note}");
+        let quickest = figure(&format!("retention pass (ms), {kept} kept")).unwrap();
+        assert!(
+            passes
+                .iter()
+                .all(|p| (quickest.round() - 1.0..).contains(p)),
+            "{note}: {quickest}"
+        );
     }
     // What the delivered events take on disk: every row holds its 1 KiB body, and compacting
     // can only shrink what the dead versions of the claims and completions left.

@@ -22,6 +22,8 @@ const INTEGRATION: &str = "bench/retention";
 
 /// At most a pass at 4x the events kept may cost, against the pass at 1x.
 const TARGET: f64 = 1.5;
+/// Passes timed at each size.
+const ROUNDS: u32 = 2;
 
 pub async fn run(kept: u64, pool: &PgPool, report: &mut Report) -> anyhow::Result<()> {
     let inbox = Inbox::Postgres(pool.clone());
@@ -34,30 +36,60 @@ pub async fn run(kept: u64, pool: &PgPool, report: &mut Report) -> anyhow::Resul
         .connect_with(options)
         .await?;
     let pool = &quiet;
-    let mut passes = Vec::new();
-    for events in [kept, 4 * kept] {
-        eprintln!("bench: retention, an inbox keeping {events} finished events, {DUE} due");
-        let now = Utc::now();
-        fill(pool, events, now).await?;
-        let read = sequential_read(pool).await?;
-        let started = Instant::now();
-        let removed = pass(&inbox, now).await?;
-        let took = started.elapsed();
-        anyhow::ensure!(
-            removed == (DUE, DUE, DUE),
-            "the retention pass removed {removed:?} (bodies, events, nonces), not {DUE} of each"
-        );
+    // Each size is timed in each of the rounds, the sizes alternating, and the quickest of its
+    // passes (and reads) counts: one pass per size read 1.20-1.52x from run to run (round 39).
+    let sizes = [kept, 4 * kept];
+    let mut timed: [Vec<(Duration, Duration)>; 2] = Default::default();
+    for round in 1..=ROUNDS {
+        for (size, events) in sizes.into_iter().enumerate() {
+            eprintln!(
+                "bench: retention, round {round} of {ROUNDS}: an inbox keeping {events} finished \
+                 events, {DUE} due"
+            );
+            timed[size].push(timed_pass(&inbox, pool, events).await?);
+        }
+    }
+    let quickest = |runs: &[(Duration, Duration)]| {
+        let pass = runs.iter().map(|r| r.0).min().unwrap_or_default();
+        let read = runs.iter().map(|r| r.1).min().unwrap_or_default();
+        (pass, read)
+    };
+    let (one, four) = (quickest(&timed[0]), quickest(&timed[1]));
+    for (events, runs) in sizes.into_iter().zip(&timed) {
+        let (took, read) = quickest(runs);
         report.figure(&format!("retention pass (ms), {events} kept"), ms(took));
         report.figure(&format!("inbox read (ms), {events} kept"), ms(read));
-        passes.push((took, read));
+        let each: Vec<String> = runs.iter().map(|r| format!("{:.0}", ms(r.0))).collect();
+        report.note(format!(
+            "retention, {events} kept: passes {} ms, the quickest used",
+            each.join(", ")
+        ));
     }
-    let (one, four) = (passes[0], passes[1]);
     report.ratio_max("retention pass, 4x kept / 1x", ratio(four.0, one.0), TARGET);
     report.figure(
         "retention pass / inbox read, 4x kept",
         ratio(four.0, four.1),
     );
     Ok(())
+}
+
+/// Fills the inbox keeping `events`, then times a sequential read of it and a pass.
+async fn timed_pass(
+    inbox: &Inbox,
+    pool: &PgPool,
+    events: u64,
+) -> anyhow::Result<(Duration, Duration)> {
+    let now = Utc::now();
+    fill(pool, events, now).await?;
+    let read = sequential_read(pool).await?;
+    let started = Instant::now();
+    let removed = pass(inbox, now).await?;
+    let took = started.elapsed();
+    anyhow::ensure!(
+        removed == (DUE, DUE, DUE),
+        "the retention pass removed {removed:?} (bodies, events, nonces), not {DUE} of each"
+    );
+    Ok((took, read))
 }
 
 /// The statements of a janitor pass over the phase's integration: bodies purged, events deleted
