@@ -382,6 +382,6 @@ mod tests {
         assert!(lines[1].ends_with(" 0"), "{text}");
         assert!(lines[2].ends_with(" 2"), "{text}");
         assert_eq!(t.json()[1]["other_sessions"], 2);
-        assert!(t.json()[0]["other_sessions"] == 0);
+        assert_eq!(t.json()[0]["other_sessions"], 0);
     }
 }
