@@ -25,6 +25,37 @@ impl Error {
             Error::Migrate(_) => "migration",
         }
     }
+
+    /// The database could not be reached at all (no connection within the acquire timeout, a
+    /// closed pool, a broken connection), as opposed to a statement it refused: the next statement
+    /// would most likely fail the same way.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            Error::Database(e) => matches!(
+                e,
+                sqlx::Error::PoolTimedOut
+                    | sqlx::Error::PoolClosed
+                    | sqlx::Error::Io(_)
+                    | sqlx::Error::Tls(_)
+                    | sqlx::Error::Protocol(_)
+                    | sqlx::Error::WorkerCrashed
+            ),
+            Error::Unavailable(_) => true,
+            Error::Config(_) | Error::Migrate(_) => false,
+        }
+    }
+
+    /// PostgreSQL gave up waiting: for a lock (`lock_timeout`, 55P03) or for the whole statement
+    /// (`statement_timeout`, 57014), usually behind a row another transaction holds. The same
+    /// statement may go through later; other rows may go through now.
+    pub fn is_lock_wait(&self) -> bool {
+        match self {
+            Error::Database(sqlx::Error::Database(db)) => {
+                matches!(db.code().as_deref(), Some("55P03" | "57014"))
+            }
+            _ => false,
+        }
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -45,6 +76,8 @@ mod tests {
         labels.sort();
         labels.dedup();
         assert_eq!(labels.len(), all.len());
+        let unreachable: Vec<bool> = all.iter().map(Error::is_unreachable).collect();
+        assert_eq!(unreachable, [false, true, true, false]);
         assert!(
             labels
                 .iter()

@@ -66,7 +66,10 @@ pub use recent::{
 pub use retention::{
     BATCH as RETENTION_BATCH, DELETE_FINISHED_PG, PRUNE_NONCES_PG, PURGE_PG, WITH_FINISHED,
 };
-pub use stale_versions::{STRETCH_PG as FORGET_VERSIONS_PG, VERSIONS_PAGES, VERSIONS_ROWIDS};
+pub use stale_versions::{
+    Forgotten, SKIPPED_STRETCHES_MAX, STRETCH_PG as FORGET_VERSIONS_PG, VERSIONS_PAGES,
+    VERSIONS_ROWIDS,
+};
 pub use stats::{BACKLOG, BacklogCount, CONFLICTS, Traffic};
 
 use crate::redact::redact_url;
@@ -272,10 +275,17 @@ pub(crate) fn within_batch<T>(
 }
 
 /// A statement that lifts the statement timeout for the rest of a transaction (maintenance work
-/// may legitimately take longer than a request may wait).
+/// may legitimately take longer than a request may wait), but keeps each lock wait within it:
+/// `lock_timeout` becomes the statement timeout the connection had. A row another transaction
+/// holds then fails the batch after that long instead of holding it, and the retention pass
+/// behind it, for as long as that transaction lasts. (The filter runs before the select list, so
+/// the timeout is read before it is lifted.)
 pub(crate) fn lift_statement_timeout(inbox: &Inbox) -> &'static str {
     match inbox {
-        Inbox::Postgres(_) => "SET LOCAL statement_timeout = 0",
+        Inbox::Postgres(_) => {
+            "SELECT set_config('statement_timeout', '0', true) \
+             WHERE set_config('lock_timeout', current_setting('statement_timeout'), true) IS NOT NULL"
+        }
         Inbox::Sqlite(_) => "SELECT 1",
     }
 }

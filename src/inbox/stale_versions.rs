@@ -9,14 +9,52 @@
 //! free between them. Until round 39 each integration's due versions went in one statement
 //! (475 ms for 500,000 of 1,000,000 on this machine), holding each until the end. Walking the
 //! primary key in batches instead cost 7-8 times as much in all (its order is not the table's).
+//!
+//! A stretch that waits for a row another transaction holds until the statement timeout is left
+//! for the next pass and the walk goes on, up to [`SKIPPED_STRETCHES_MAX`] of them; any other
+//! failure ends the walk. Until round 40 the first ended it, and with it the rest of the pass.
 
-use super::{Inbox, Result};
+use super::{Error, Inbox};
 use chrono::{DateTime, SecondsFormat, Utc};
 
 /// Pages of `resource_versions` one PostgreSQL statement walks: about 5,000 versions.
 pub const VERSIONS_PAGES: i64 = 100;
 /// Rowids one SQLite statement walks.
 pub const VERSIONS_ROWIDS: i64 = 5000;
+/// Stretches a walk leaves for a held row before it leaves the rest too: each waited for the
+/// statement timeout, and a transaction that holds rows all over the table holds them all.
+pub const SKIPPED_STRETCHES_MAX: u32 = 3;
+
+/// What a walk forgot, and the first failure of a stretch, if one failed: its versions, and those
+/// of every stretch the walk did not reach, wait for the next pass.
+#[derive(Debug, Default)]
+pub struct Forgotten {
+    pub versions: u64,
+    pub failed: Option<Error>,
+}
+
+impl Forgotten {
+    fn failed(mut self, e: sqlx::Error) -> Self {
+        self.failed = Some(e.into());
+        self
+    }
+
+    /// Adds a stretch's outcome; `false` once the walk should stop.
+    fn add(&mut self, stretch: Result<u64, Error>, skipped: &mut u32) -> bool {
+        match stretch {
+            Ok(n) => {
+                self.versions += n;
+                true
+            }
+            Err(e) => {
+                let go_on = e.is_lock_wait() && *skipped < SKIPPED_STRETCHES_MAX;
+                *skipped += 1;
+                self.failed.get_or_insert(e);
+                go_on
+            }
+        }
+    }
+}
 
 /// The table's pages when the pass starts; rows written after it are not due.
 const PAGES_PG: &str =
@@ -44,33 +82,40 @@ impl Inbox {
     /// Forgets the stored version of every resource of each integration in `unchanged_before`
     /// whose version has not moved since that integration's instant and which no worker holds at
     /// `now`: an event of that resource is then gated as its first. Other integrations' versions
-    /// stay. Returns how many versions were forgotten.
+    /// stay.
     pub async fn forget_versions(
         &self,
         unchanged_before: &[(String, DateTime<Utc>)],
         now: DateTime<Utc>,
-    ) -> Result<u64> {
+    ) -> Forgotten {
+        let mut forgotten = Forgotten::default();
         if unchanged_before.is_empty() {
-            return Ok(0);
+            return forgotten;
         }
-        let mut forgotten = 0;
+        let mut skipped = 0;
         match self {
             Inbox::Postgres(pool) => {
                 let (names, before): (Vec<&str>, Vec<DateTime<Utc>>) = unchanged_before
                     .iter()
                     .map(|(i, b)| (i.as_str(), *b))
                     .unzip();
-                let pages: i64 = sqlx::query_scalar(PAGES_PG).fetch_one(pool).await?;
+                let pages = match sqlx::query_scalar::<_, i64>(PAGES_PG).fetch_one(pool).await {
+                    Ok(pages) => pages,
+                    Err(e) => return forgotten.failed(e),
+                };
                 for start in (0..pages).step_by(VERSIONS_PAGES as usize) {
-                    forgotten += sqlx::query(STRETCH_PG)
+                    let stretch = sqlx::query(STRETCH_PG)
                         .bind(&names)
                         .bind(&before)
                         .bind(start)
                         .bind(start + VERSIONS_PAGES)
                         .bind(now)
                         .execute(pool)
-                        .await?
-                        .rows_affected();
+                        .await;
+                    let stretch = stretch.map(|r| r.rows_affected()).map_err(Error::from);
+                    if !forgotten.add(stretch, &mut skipped) {
+                        break;
+                    }
                 }
             }
             Inbox::Sqlite(pool) => {
@@ -79,19 +124,28 @@ impl Inbox {
                     .map(|(i, b)| (i.as_str(), b.to_rfc3339_opts(SecondsFormat::AutoSi, false)))
                     .collect();
                 let cutoffs = serde_json::to_string(&cutoffs).expect("strings serialize");
-                let last: i64 = sqlx::query_scalar(ROWIDS_SQLITE).fetch_one(pool).await?;
+                let last = match sqlx::query_scalar::<_, i64>(ROWIDS_SQLITE)
+                    .fetch_one(pool)
+                    .await
+                {
+                    Ok(last) => last,
+                    Err(e) => return forgotten.failed(e),
+                };
                 for start in (0..last).step_by(VERSIONS_ROWIDS as usize) {
-                    forgotten += sqlx::query(STRETCH_SQLITE)
+                    let stretch = sqlx::query(STRETCH_SQLITE)
                         .bind(start)
                         .bind(start + VERSIONS_ROWIDS)
                         .bind(now)
                         .bind(&cutoffs)
                         .execute(pool)
-                        .await?
-                        .rows_affected();
+                        .await;
+                    let stretch = stretch.map(|r| r.rows_affected()).map_err(Error::from);
+                    if !forgotten.add(stretch, &mut skipped) {
+                        break;
+                    }
                 }
             }
         }
-        Ok(forgotten)
+        forgotten
     }
 }

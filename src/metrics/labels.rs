@@ -48,6 +48,12 @@ pub struct FoundLabels {
     pub found: String,
 }
 
+/// A step of a retention pass: `integrations`, `purge`, `delete`, `versions`, `nonces`, `records`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StepLabels {
+    pub step: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
     pub error: String,

@@ -51,6 +51,8 @@ pub struct Metrics {
     pub catch_up_missing: Family<IntegrationLabels, Counter>,
     pub catch_up_present: Family<IntegrationLabels, Counter>,
     pub catch_up_errors: Family<ReasonLabels, Counter>,
+    /// Steps of retention passes that failed, their rows left for the next pass (`worker::janitor`).
+    pub retention_failures: Family<StepLabels, Counter>,
     /// The key phase series set per integration: prometheus-client cannot list a family's label
     /// sets, and a key that left the spec must lose its series.
     key_phase_index: Mutex<HashMap<String, HashSet<KeyPhaseLabels>>>,
@@ -92,6 +94,7 @@ impl Metrics {
             catch_up_missing: Family::default(),
             catch_up_present: Family::default(),
             catch_up_errors: Family::default(),
+            retention_failures: Family::default(),
             key_phase_index: Mutex::default(),
             registry: Registry::with_prefix("hookgate"),
         };
@@ -117,6 +120,15 @@ impl Metrics {
                 reason: reason.to_string(),
             })
             .inc();
+    }
+
+    /// `n` more failures of a retention pass's `step` (0 declares the series).
+    pub fn retention_failures(&self, step: &'static str, n: u64) {
+        self.retention_failures
+            .get_or_create(&StepLabels {
+                step: step.to_string(),
+            })
+            .inc_by(n);
     }
 
     /// `n` more events of `integration` found missing (`missing`) or already held.

@@ -132,5 +132,10 @@ pub(super) fn registry(m: &Metrics) -> Registry {
         "Failed catch-up runs by reason (unauthorized, forbidden, rate_limited, provider_unavailable, network, bad_response, inbox) (workers)",
         m.catch_up_errors.clone(),
     );
+    r.register(
+        "retention_failures",
+        "Steps of retention passes that failed by step (integrations, purge, delete, versions, nonces, records); their rows wait for the next pass (workers)",
+        m.retention_failures.clone(),
+    );
     registry
 }

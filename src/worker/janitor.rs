@@ -4,10 +4,17 @@
 //! catch-up records of integrations that are gone once their last event is. Dead letters are kept
 //! until replayed or purged. One worker process on a database makes each period's pass, whichever
 //! finds it due first (`inbox::chores`).
+//!
+//! Each step of a pass stands alone: one that fails (a row another transaction holds past the
+//! lock timeout, a connection lost) leaves its rows for the next pass, and the pass goes on with
+//! the other integrations and the other steps. Until round 40 the first failure ended the pass, so
+//! one tenant's held row kept every tenant after it, and the nonces, waiting. A database that
+//! cannot be reached at all ends the pass at once: every further step would wait for a connection
+//! in vain.
 
 use super::Worker;
 use crate::crd::defaults;
-use crate::inbox::Inbox;
+use crate::inbox::{Error, Inbox};
 use crate::time;
 use chrono::Utc;
 use std::time::Duration;
@@ -27,11 +34,94 @@ pub struct Swept {
     pub records: u64,
 }
 
+/// A step of a pass: the `step` label of `hookgate_retention_failures_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Listing the integrations that have finished events, configured or not.
+    Integrations,
+    Purge,
+    Delete,
+    Versions,
+    Nonces,
+    Records,
+}
+
+impl Step {
+    pub const ALL: [Step; 6] = [
+        Step::Integrations,
+        Step::Purge,
+        Step::Delete,
+        Step::Versions,
+        Step::Nonces,
+        Step::Records,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::Integrations => "integrations",
+            Step::Purge => "purge",
+            Step::Delete => "delete",
+            Step::Versions => "versions",
+            Step::Nonces => "nonces",
+            Step::Records => "records",
+        }
+    }
+}
+
+/// A step that failed: what it would have removed waits for the next pass.
+#[derive(Debug)]
+pub struct Failed {
+    pub step: Step,
+    /// The integration whose rows the step was on, for the steps made per integration.
+    pub integration: Option<String>,
+    pub error: Error,
+}
+
+/// One pass: what it removed, and the steps that failed.
+#[derive(Debug, Default)]
+pub struct Pass {
+    pub swept: Swept,
+    pub failed: Vec<Failed>,
+}
+
+impl Pass {
+    /// `result`'s count, or 0 with the failure noted (and counted in `worker`'s metrics).
+    fn count(
+        &mut self,
+        worker: &Worker,
+        step: Step,
+        integration: Option<&str>,
+        result: crate::inbox::Result<u64>,
+    ) -> u64 {
+        match result {
+            Ok(n) => n,
+            Err(error) => {
+                self.fail(worker, step, integration, error);
+                0
+            }
+        }
+    }
+
+    /// The last failure says the database cannot be reached: the rest waits for the next pass.
+    fn gave_up(&self) -> bool {
+        self.failed.last().is_some_and(|f| f.error.is_unreachable())
+    }
+
+    fn fail(&mut self, worker: &Worker, step: Step, integration: Option<&str>, error: Error) {
+        worker.inner.metrics.retention_failures(step.as_str(), 1);
+        self.failed.push(Failed {
+            step,
+            integration: integration.map(str::to_string),
+            error,
+        });
+    }
+}
+
 /// One pass over every integration in the inbox. Integrations no longer configured keep the
 /// default retention, so their rows do not stay forever.
-pub async fn sweep(inbox: &Inbox, worker: &Worker) -> crate::inbox::Result<Swept> {
+pub async fn sweep(inbox: &Inbox, worker: &Worker) -> Pass {
     let now = Utc::now();
-    let mut swept = Swept::default();
+    let mut pass = Pass::default();
     let targets = worker.targets_snapshot();
     let mut retention: Vec<(String, Duration, Duration)> = targets
         .values()
@@ -44,8 +134,7 @@ pub async fn sweep(inbox: &Inbox, worker: &Worker) -> crate::inbox::Result<Swept
         })
         .collect();
     if worker.targets_loaded() {
-        // Rows of integrations that are gone get the default retention. Finding them must not
-        // hold up the cleanup of the configured ones.
+        // Rows of integrations that are gone get the default retention.
         match inbox.integrations_with_finished().await {
             Ok(names) => retention.extend(
                 names
@@ -53,9 +142,10 @@ pub async fn sweep(inbox: &Inbox, worker: &Worker) -> crate::inbox::Result<Swept
                     .filter(|i| !targets.contains_key(i))
                     .map(|i| (i, defaults::RETENTION_PAYLOAD, defaults::RETENTION_DEDUPE)),
             ),
-            Err(e) => {
-                tracing::warn!(error = %e, "could not list the inbox's integrations; rows of deleted ones wait for the next pass")
-            }
+            Err(e) => pass.fail(worker, Step::Integrations, None, e),
+        }
+        if pass.gave_up() {
+            return pass;
         }
     }
     // A version older than the dedupe window guards only against events older than any
@@ -63,21 +153,46 @@ pub async fn sweep(inbox: &Inbox, worker: &Worker) -> crate::inbox::Result<Swept
     // integration.
     let mut unchanged_before = Vec::with_capacity(retention.len());
     for (integration, payload, dedupe) in retention {
-        swept.purged += inbox
+        let i = Some(integration.as_str());
+        let purged = inbox
             .purge_payloads(&integration, time::before(now, payload), now)
-            .await?;
-        swept.deleted += inbox
+            .await;
+        pass.swept.purged += pass.count(worker, Step::Purge, i, purged);
+        if pass.gave_up() {
+            return pass;
+        }
+        let deleted = inbox
             .delete_finished(&integration, time::before(now, dedupe))
-            .await?;
+            .await;
+        pass.swept.deleted += pass.count(worker, Step::Delete, i, deleted);
+        if pass.gave_up() {
+            return pass;
+        }
         unchanged_before.push((integration, time::before(now, dedupe)));
     }
-    swept.versions = inbox.forget_versions(&unchanged_before, now).await?;
-    swept.nonces = inbox.prune_nonces(now).await?;
-    if worker.targets_loaded() {
-        let configured: Vec<String> = targets.keys().cloned().collect();
-        swept.records = inbox.forget_gone_integrations(&configured).await?;
+    let walk = inbox.forget_versions(&unchanged_before, now).await;
+    pass.swept.versions = walk.versions;
+    if let Some(e) = walk.failed {
+        pass.fail(worker, Step::Versions, None, e);
     }
-    Ok(swept)
+    if pass.gave_up() {
+        return pass;
+    }
+    let nonces = inbox.prune_nonces(now).await;
+    pass.swept.nonces = pass.count(worker, Step::Nonces, None, nonces);
+    if worker.targets_loaded() && !pass.gave_up() {
+        let configured: Vec<String> = targets.keys().cloned().collect();
+        let records = inbox.forget_gone_integrations(&configured).await;
+        pass.swept.records = pass.count(worker, Step::Records, None, records);
+    }
+    pass
+}
+
+/// Every step's failures counted from zero, so that the first is an increase an alert sees.
+pub(crate) fn declare_series(metrics: &crate::metrics::Metrics) {
+    for step in Step::ALL {
+        metrics.retention_failures(step.as_str(), 0);
+    }
 }
 
 /// The janitor's chore in `inbox_chores`.
@@ -91,11 +206,11 @@ pub async fn pass_if_due(
     worker: &Worker,
     now: chrono::DateTime<Utc>,
     every: Duration,
-) -> crate::inbox::Result<Option<Swept>> {
+) -> crate::inbox::Result<Option<Pass>> {
     if !inbox.take_chore(CHORE, now, every).await? {
         return Ok(None);
     }
-    sweep(inbox, worker).await.map(Some)
+    Ok(Some(sweep(inbox, worker).await))
 }
 
 pub async fn run(inbox: Inbox, worker: Worker, every: Duration) {
@@ -104,16 +219,31 @@ pub async fn run(inbox: Inbox, worker: Worker, every: Duration) {
         tick.tick().await;
         match pass_if_due(&inbox, &worker, Utc::now(), every).await {
             Ok(None) => tracing::debug!("retention janitor: another worker process made this pass"),
-            Ok(Some(s)) if s == Swept::default() => {}
-            Ok(Some(s)) => tracing::info!(
-                purged = s.purged,
-                deleted = s.deleted,
-                nonces = s.nonces,
-                versions = s.versions,
-                records = s.records,
-                "retention janitor pass"
-            ),
-            Err(e) => tracing::warn!(error = %e, "retention janitor pass failed"),
+            Ok(Some(pass)) => log(&pass),
+            Err(e) => tracing::warn!(error = %e, "retention janitor could not take its turn"),
         }
+    }
+}
+
+fn log(pass: &Pass) {
+    for f in &pass.failed {
+        tracing::warn!(
+            step = f.step.as_str(),
+            integration = f.integration.as_deref().unwrap_or(""),
+            error = %f.error,
+            "retention janitor step failed; its rows wait for the next pass"
+        );
+    }
+    let s = pass.swept;
+    if s != Swept::default() {
+        tracing::info!(
+            purged = s.purged,
+            deleted = s.deleted,
+            nonces = s.nonces,
+            versions = s.versions,
+            records = s.records,
+            failed = pass.failed.len(),
+            "retention janitor pass"
+        );
     }
 }

@@ -145,6 +145,7 @@ impl Worker {
         dns: Arc<dyn reqwest::dns::Resolve>,
     ) -> Self {
         declare_series(&metrics, &targets);
+        janitor::declare_series(&metrics);
         let policy = Arc::new(cfg.destinations.clone());
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(cfg.concurrency)

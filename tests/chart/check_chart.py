@@ -62,6 +62,7 @@ DASHBOARD_METRICS = {
     "hookgate_catch_up_missing_total",
     "hookgate_catch_up_present_total",
     "hookgate_catch_up_errors_total",
+    "hookgate_retention_failures_total",
 }
 
 # The alerts of templates/prometheusrule.yaml: name -> the values block under
@@ -76,6 +77,7 @@ ALERTS = {
     "HookgateRetiringKeyInUse": "retiringKeyInUse",
     "HookgateDeliveriesDeferred": "deliveriesDeferred",
     "HookgateCatchUpFailing": "catchUpFailing",
+    "HookgateRetentionFailing": "retentionFailing",
     "HookgateWorkersAbsent": "workersAbsent",
 }
 

@@ -210,6 +210,12 @@ def build():
          "provider_unavailable, network, ...). See the HookgateCatchUpFailing alert.",
          [(f"sum by (integration, reason) (increase(hookgate_catch_up_errors_total{{{F}}}[1h]))",
            "{{integration}} {{reason}}")], "short"),
+        ("Retention failures by step",
+         "hookgate_retention_failures_total by step (purge, delete, versions, nonces, records, "
+         "integrations): the janitor's failed steps, whose rows wait for the next pass. See the "
+         "HookgateRetentionFailing alert.",
+         [(f"sum by (step) (increase(hookgate_retention_failures_total{{{F}}}[1h]))",
+           "{{step}}")], "short"),
     ])
     return {
         "uid": "hookgate", "title": "hookgate", "description": "Webhook receiver, inbox and delivery (hookgate)",

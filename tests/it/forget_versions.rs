@@ -5,7 +5,7 @@
 //! per integration held every due version until it was done).
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
-use hookgate::inbox::{Inbox, VERSIONS_PAGES, VERSIONS_ROWIDS};
+use hookgate::inbox::{Inbox, SKIPPED_STRETCHES_MAX, VERSIONS_PAGES, VERSIONS_ROWIDS};
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 6, 1, 12, 0, 0).unwrap()
@@ -110,7 +110,7 @@ async fn forget_versions_walks_every_stretch_against_each_integrations_cutoff(in
         ("v/b".to_string(), cutoff() - Duration::days(10)),
     ];
     let due = (1..=n).filter(|i| i % 3 != 0 && *i != 7).count() as u64;
-    assert_eq!(inbox.forget_versions(&cutoffs, t0()).await.unwrap(), due);
+    assert_eq!(inbox.forget_versions(&cutoffs, t0()).await.versions, due);
     let kept = [
         resources("v/a", (1..=n).filter(|i| i % 3 == 0 || *i == 7)),
         resources("v/b", 1..=10),
@@ -118,8 +118,8 @@ async fn forget_versions_walks_every_stretch_against_each_integrations_cutoff(in
     ]
     .concat();
     assert_eq!(left(&inbox).await, kept);
-    assert_eq!(inbox.forget_versions(&cutoffs, t0()).await.unwrap(), 0);
-    assert_eq!(inbox.forget_versions(&[], t0()).await.unwrap(), 0);
+    assert_eq!(inbox.forget_versions(&cutoffs, t0()).await.versions, 0);
+    assert_eq!(inbox.forget_versions(&[], t0()).await.versions, 0);
 }
 
 on_both_backends!(forget_versions_walks_every_stretch_against_each_integrations_cutoff);
@@ -175,6 +175,70 @@ async fn a_lease_on_a_stale_resource_waits_for_one_stretch_of_the_pass_at_most(p
     assert!(!pass.is_finished(), "the pass waits on the held resource");
 
     holder.commit().await.unwrap();
-    assert_eq!(pass.await.unwrap().unwrap(), n);
+    let walk = pass.await.unwrap();
+    assert!(walk.failed.is_none(), "{:?}", walk.failed);
+    assert_eq!(walk.versions, n);
     assert_eq!(left(&inbox).await, resources("v/a", [1].into_iter()));
+}
+
+/// A stretch that waits for a version another transaction holds is left for the next pass once
+/// the statement timeout ends its wait, and the walk goes on to the next, up to
+/// [`SKIPPED_STRETCHES_MAX`] of them; the next failure ends the walk. Until round 40 the first
+/// held row ended the walk, and with it the rest of the retention pass.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_stretch_behind_a_held_version_waits_for_the_next_pass_and_the_walk_goes_on(
+    pool: sqlx::PgPool,
+) {
+    let n: u64 = 99_999;
+    seed(&Inbox::Postgres(pool.clone()), "v/a", n, 0, 0).await;
+    let inbox = crate::common::with_statement_timeout(&pool, "300").await;
+    // Each resource's stretch: the page it lies on, VERSIONS_PAGES a stretch.
+    let sql = format!(
+        "SELECT resource_id, ((ctid::text::point)[0]::int8 / {VERSIONS_PAGES}) \
+         FROM resource_versions ORDER BY resource_id"
+    );
+    let lie: Vec<(String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    // One version held in stretch 0, and in each of the next SKIPPED_STRETCHES_MAX from 2 on:
+    // 0, 2, 3 are skipped, 1 forgotten, 4 ends the walk, and the stretches after it wait.
+    let max = i64::from(SKIPPED_STRETCHES_MAX);
+    let held: Vec<i64> = [0].into_iter().chain(2..2 + max).collect();
+    let last = lie.iter().map(|(_, s)| *s).max().unwrap();
+    assert!(
+        last > 1 + max,
+        "a stretch after the walk's end, in {}",
+        last + 1
+    );
+    let mut holder = pool.begin().await.unwrap();
+    for s in &held {
+        let first = lie.iter().find(|(_, at)| at == s).unwrap();
+        sqlx::query("SELECT 1 FROM resource_versions WHERE resource_id = $1 FOR UPDATE")
+            .bind(&first.0)
+            .execute(&mut *holder)
+            .await
+            .unwrap();
+    }
+
+    let cutoffs = [("v/a".to_string(), cutoff())];
+    let walk = inbox.forget_versions(&cutoffs, t0()).await;
+    let stop = *held.last().unwrap();
+    let forgotten = |s: i64| s < stop && !held.contains(&s);
+    let kept: Vec<(String, String)> = lie
+        .iter()
+        .filter(|(_, s)| !forgotten(*s))
+        .map(|(r, _)| ("v/a".to_string(), r.clone()))
+        .collect();
+    assert_eq!(walk.versions, (lie.len() - kept.len()) as u64);
+    assert_eq!(left(&inbox).await, kept);
+    let failed = walk.failed.expect("the held stretches failed");
+    assert!(failed.is_lock_wait());
+    assert!(failed.to_string().contains("statement timeout"), "{failed}");
+
+    holder.commit().await.unwrap();
+    let walk = inbox.forget_versions(&cutoffs, t0()).await;
+    assert!(walk.failed.is_none(), "{:?}", walk.failed);
+    assert_eq!(walk.versions, kept.len() as u64);
+    assert_eq!(left(&inbox).await, []);
 }

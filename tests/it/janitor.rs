@@ -11,9 +11,15 @@ use hookgate::crd::defaults::RETENTION_DEDUPE;
 use hookgate::inbox::Inbox;
 use hookgate::metrics::Metrics;
 use hookgate::worker::Worker;
-use hookgate::worker::janitor::Swept;
+use hookgate::worker::janitor::{Pass, Swept};
 use serde_json::json;
 use std::sync::Arc;
+
+/// What a pass removed; it must have failed nowhere.
+fn clean(pass: Pass) -> Swept {
+    assert!(pass.failed.is_empty(), "{:?}", pass.failed);
+    pass.swept
+}
 
 /// `(integration, resource, version)` of every stored version, sorted.
 async fn versions(s: &Setup) -> Vec<(String, String, Option<String>)> {
@@ -72,9 +78,7 @@ async fn versions_unchanged_for_the_dedupe_window_are_forgotten_unless_leased(in
                 WHERE resource_id = $1";
     exec(&s, hold, &["res-held"], now + chrono::Duration::hours(1)).await;
 
-    hookgate::worker::janitor::sweep(s.inbox(), &w)
-        .await
-        .unwrap();
+    clean(hookgate::worker::janitor::sweep(s.inbox(), &w).await);
     let five = Some("i:5".to_string()); // the stored encoding of the integer 5
     assert_eq!(
         versions(&s).await,
@@ -119,9 +123,7 @@ async fn records_of_integrations_gone_with_their_last_event_are_forgotten(inbox:
                 'k1', '[]', '', '', 'dead_letter', $2, $2)";
     exec(&s, kept, &["w/leaving"], now).await;
 
-    hookgate::worker::janitor::sweep(s.inbox(), &w)
-        .await
-        .unwrap();
+    clean(hookgate::worker::janitor::sweep(s.inbox(), &w).await);
     let order = " ORDER BY integration";
     let used = names(&s, &format!("SELECT integration FROM key_usage{order}")).await;
     assert_eq!(used, ["w/leaving", "w/orders"]);
@@ -147,17 +149,17 @@ async fn janitor_drops_bodies_then_dedupe_keys_but_keeps_dead_letters(inbox: Inb
     assert_eq!(w.run_once().await.unwrap(), 1);
     assert_eq!(s.row("keep-going").await.0, "processed");
     assert_eq!(s.row("dead").await.0, "dead_letter");
-    let sweep = || hookgate::worker::janitor::sweep(s.inbox(), &w);
+    let sweep = async || clean(hookgate::worker::janitor::sweep(s.inbox(), &w).await);
 
     // Just finished: within both retentions (1 h payload, 2 h dedupe), nothing to do.
-    assert_eq!(sweep().await.unwrap(), Swept::default());
+    assert_eq!(sweep().await, Swept::default());
     assert_eq!(s.body("keep-going").await, br#"{"big":"body"}"#);
 
     let now = Utc::now();
     s.finished_at("keep-going", now - secs(90 * 60)).await;
     s.finished_at("dead", now - secs(3 * 3600)).await;
     assert_eq!(
-        sweep().await.unwrap(),
+        sweep().await,
         Swept {
             purged: 1,
             ..Swept::default()
@@ -168,7 +170,7 @@ async fn janitor_drops_bodies_then_dedupe_keys_but_keeps_dead_letters(inbox: Inb
 
     s.finished_at("keep-going", now - secs(3 * 3600)).await;
     assert_eq!(
-        sweep().await.unwrap(),
+        sweep().await,
         Swept {
             deleted: 1,
             ..Swept::default()
@@ -198,9 +200,7 @@ async fn janitor_cleans_rows_of_integrations_that_no_longer_exist(inbox: Inbox) 
     let mut targets = hookgate::worker::targets(&s.h.receiver.routes());
     targets.remove("w/orders");
     let w = Worker::new(s.inbox().clone(), targets, cfg(), Arc::new(Metrics::new()));
-    let swept = hookgate::worker::janitor::sweep(s.inbox(), &w)
-        .await
-        .unwrap();
+    let swept = clean(hookgate::worker::janitor::sweep(s.inbox(), &w).await);
     assert_eq!(swept.deleted, 1);
     assert_eq!(s.event_ids().await, ["dead", "recent"]);
 }
@@ -228,7 +228,7 @@ async fn one_worker_process_makes_each_periods_pass(inbox: Inbox) {
         assert_eq!(first.run_once().await.unwrap(), 1);
         s.finished_at(id, long_ago).await;
     };
-    let deleted = |pass: Option<Swept>| pass.map(|p| p.deleted);
+    let deleted = |pass: Option<Pass>| pass.map(|p| clean(p).deleted);
     let pass = hookgate::worker::janitor::pass_if_due;
     let t = Utc::now();
 

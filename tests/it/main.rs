@@ -41,6 +41,7 @@ mod hostile_inputs;
 mod inbox_figures_plans;
 mod inbox_gauges;
 mod janitor;
+mod janitor_locks;
 mod listener_limits;
 mod manifests;
 mod notify;

@@ -185,6 +185,8 @@ async fn examples_serve_and_every_provider_format_is_accepted() {
             r#"hookgate_delivery_attempts_total{integration="platform/github",outcome="retry"} 0"#,
             r#"hookgate_deliveries_deferred_total{integration="shop/orders"} 0"#,
             r#"hookgate_catch_up_errors_total{integration="payments/stripe",reason="unauthorized"} 0"#,
+            r#"hookgate_retention_failures_total{step="purge"} 0"#,
+            r#"hookgate_retention_failures_total{step="versions"} 0"#,
         ],
     );
 

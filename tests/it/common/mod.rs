@@ -435,3 +435,17 @@ pub fn tester() -> hookgate::inbox::Actor {
         source: hookgate::inbox::ActorSource::OsUser,
     }
 }
+
+/// An inbox on `pool`'s database whose connections have the statement timeout `ms` that
+/// `Inbox::connect` gives them from `--db-statement-timeout` (the test pools have none).
+pub async fn with_statement_timeout(pool: &sqlx::PgPool, ms: &str) -> Inbox {
+    let opts = (*pool.connect_options())
+        .clone()
+        .options([("statement_timeout", ms)]);
+    Inbox::Postgres(
+        sqlx::postgres::PgPoolOptions::new()
+            .connect_with(opts)
+            .await
+            .unwrap(),
+    )
+}
