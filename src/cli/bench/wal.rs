@@ -19,7 +19,12 @@
 //! Each run therefore also counts the sessions of other databases that were at work during it
 //! (`pg_stat_activity`, current at every reading): a client backend or an autovacuum worker
 //! that was not idle at either end, or changed state or connected in between. A session that
-//! connected and left within the run is not seen. The report notes each run it found them in.
+//! connected and left within the run is no longer there to be seen, so each run also counts the
+//! rows other databases inserted, updated or deleted (`pg_stat_database`), which a backend reports
+//! when it exits (at once), goes idle (at most once a second) or stays idle (up to ten seconds
+//! later): a run may be charged with rows written up to ten seconds before it, never spared rows
+//! written during it by a session that has ended or gone idle for ten seconds. Autovacuum's visits
+//! to other databases write no rows there. The report notes each run it found either in.
 
 use serde::Serialize;
 use sqlx::PgPool;
@@ -38,6 +43,9 @@ pub struct PerRow {
     /// Sessions of other databases at work during the run, whose WAL is in these figures too;
     /// `None` when they could not be read.
     pub other_sessions: Option<i64>,
+    /// Rows other databases inserted, updated or deleted during the run, as their sessions
+    /// reported them (see the module's comment); `None` when they could not be read.
+    pub other_rows: Option<i64>,
 }
 
 /// The WAL written between LSNs `before` and `after` for `rows` rows, with the WAL `flushes`
@@ -55,6 +63,7 @@ pub fn per_row(
         rows_per_commit,
         rows_per_flush: flushes.filter(|f| *f > 0).map(|f| rows as f64 / f as f64),
         other_sessions: None,
+        other_rows: None,
     })
 }
 
@@ -131,10 +140,16 @@ const ELSEWHERE: &str = "SELECT COALESCE(array_agg(pid), '{}') FROM pg_stat_acti
        AND backend_type IN ('client backend', 'autovacuum worker') \
        AND (state IS DISTINCT FROM 'idle' OR state_change >= $1 OR backend_start >= $1)";
 
-/// Who was at work elsewhere when a run began: the server's clock then, and the sessions.
+/// The rows databases other than the bench's have inserted, updated or deleted, as reported.
+const WRITTEN_ELSEWHERE: &str = "SELECT COALESCE(sum(tup_inserted + tup_updated + tup_deleted), 0)::int8 \
+     FROM pg_stat_database WHERE datname IS NOT NULL AND datname <> current_database()";
+
+/// Who was at work elsewhere when a run began: the server's clock then, the sessions, and the
+/// rows written elsewhere so far.
 struct Elsewhere {
     since: chrono::DateTime<chrono::Utc>,
     at_work: Vec<i32>,
+    written: Option<i64>,
 }
 
 impl Elsewhere {
@@ -144,17 +159,36 @@ impl Elsewhere {
             .await
             .ok()?;
         let at_work = at_work(pool, None).await?;
-        Some(Self { since, at_work })
+        let written = written(pool).await;
+        Some(Self {
+            since,
+            at_work,
+            written,
+        })
     }
 
-    /// The sessions at work at either end or in between: each counted once.
-    async fn finish(self, pool: &PgPool) -> Option<i64> {
-        let mut seen = at_work(pool, Some(self.since)).await?;
+    /// The sessions at work at either end or in between, each counted once, and the rows
+    /// written elsewhere in between.
+    async fn finish(self, pool: &PgPool) -> (Option<i64>, Option<i64>) {
+        let rows = match (self.written, written(pool).await) {
+            (Some(before), Some(after)) => Some((after - before).max(0)),
+            _ => None,
+        };
+        let Some(mut seen) = at_work(pool, Some(self.since)).await else {
+            return (None, rows);
+        };
         seen.extend(self.at_work);
         seen.sort_unstable();
         seen.dedup();
-        Some(seen.len() as i64)
+        (Some(seen.len() as i64), rows)
     }
+}
+
+async fn written(pool: &PgPool) -> Option<i64> {
+    sqlx::query_scalar(WRITTEN_ELSEWHERE)
+        .fetch_one(pool)
+        .await
+        .ok()
 }
 
 async fn at_work(pool: &PgPool, since: Option<chrono::DateTime<chrono::Utc>>) -> Option<Vec<i32>> {
@@ -204,12 +238,13 @@ impl Meter {
             Some(before) => flushes(pool).await.map(|after| after - before),
             None => None,
         };
-        let other_sessions = match self.elsewhere {
+        let (other_sessions, other_rows) = match self.elsewhere {
             Some(e) => e.finish(pool).await,
-            None => None,
+            None => (None, None),
         };
         per_row(self.lsn, lsn, rows - self.rows, rows_per_commit, flushes).map(|w| PerRow {
             other_sessions,
+            other_rows,
             ..w
         })
     }
@@ -224,13 +259,21 @@ impl Table {
         self.0.push((run.into(), w));
     }
 
-    /// The note a run's figures need: other databases' sessions were at work during it.
+    /// The note a run's figures need: other databases' sessions were at work during it, or
+    /// rows were written there.
     pub fn disturbed(run: &str, w: &PerRow) -> Option<String> {
-        let n = w.other_sessions.filter(|n| *n > 0)?;
+        let (sessions, rows) = (w.other_sessions.unwrap_or(0), w.other_rows.unwrap_or(0));
+        if sessions == 0 && rows == 0 {
+            return None;
+        }
+        let plural =
+            |n: i64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
         Some(format!(
-            "{run}: {n} session{} of other databases were at work during it; the WAL it wrote \
-             and its flushes are counted server-wide, so its figures include theirs",
-            if n == 1 { "" } else { "s" }
+            "{run}: other databases were at work during it ({} seen, {} written); the WAL it \
+             wrote and its flushes are counted server-wide, so its figures include theirs, and \
+             its rates shared the server with them",
+            plural(sessions, "session", "sessions"),
+            plural(rows, "row", "rows"),
         ))
     }
 
@@ -256,11 +299,10 @@ impl Table {
 
 fn line(name: &str, w: &PerRow) -> String {
     let or_dash = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |r| format!("{r:.1}"));
-    let elsewhere = w
-        .other_sessions
-        .map_or_else(|| "-".to_string(), |n| n.to_string());
+    let count = |v: Option<i64>| v.map_or_else(|| "-".to_string(), |n| n.to_string());
+    let elsewhere = format!("{}/{}", count(w.other_sessions), count(w.other_rows));
     format!(
-        "{name:<44} {:>8} {:>10.0} {:>12} {:>11} {:>9}\n",
+        "{name:<44} {:>8} {:>10.0} {:>12} {:>11} {:>16}\n",
         w.rows,
         w.wal_bytes_per_row,
         or_dash(w.rows_per_commit),
@@ -271,8 +313,8 @@ fn line(name: &str, w: &PerRow) -> String {
 
 fn heading() -> String {
     format!(
-        "{:<44} {:>8} {:>10} {:>12} {:>11} {:>9}\n",
-        "WAL written", "rows", "bytes/row", "rows/commit", "rows/flush", "elsewhere"
+        "{:<44} {:>8} {:>10} {:>12} {:>11} {:>16}\n",
+        "WAL written", "rows", "bytes/row", "rows/commit", "rows/flush", "elsewhere s/rows"
     )
 }
 
@@ -335,53 +377,62 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3);
         assert!(lines.iter().all(|l| l.len() == lines[0].len()), "{text}");
-        assert!(lines[1].ends_with(" 1.0         1.5         -"), "{text}");
-        assert!(lines[2].ends_with(" -           -         -"), "{text}");
+        assert!(
+            lines[1].ends_with(" 1.0         1.5              -/-"),
+            "{text}"
+        );
+        assert!(
+            lines[2].ends_with(" -           -              -/-"),
+            "{text}"
+        );
     }
 
     #[test]
     fn a_run_shared_with_other_databases_says_so() {
         let alone = PerRow {
             other_sessions: Some(0),
+            other_rows: Some(0),
             ..per_row(0, 3_000, 3, Some(1.0), None).unwrap()
         };
-        let shared = PerRow {
-            other_sessions: Some(2),
-            ..alone
-        };
-        let unread = PerRow {
-            other_sessions: None,
+        let with = |sessions: Option<i64>, rows: Option<i64>| PerRow {
+            other_sessions: sessions,
+            other_rows: rows,
             ..alone
         };
         assert_eq!(Table::disturbed("intake", &alone), None);
         assert_eq!(
-            Table::disturbed("intake", &unread),
+            Table::disturbed("intake", &with(None, None)),
             None,
             "not read: no claim"
         );
-        let note = Table::disturbed("intake", &shared).unwrap();
+        let note = Table::disturbed("intake", &with(Some(2), Some(0))).unwrap();
         assert!(
-            note.starts_with("intake: 2 sessions of other databases"),
+            note.starts_with(
+                "intake: other databases were at work during it (2 sessions seen, 0 rows written)"
+            ),
             "{note}"
         );
-        let one = PerRow {
-            other_sessions: Some(1),
-            ..alone
-        };
-        assert!(
-            Table::disturbed("x", &one)
-                .unwrap()
-                .contains("1 session of")
-        );
+        assert!(note.contains("its rates shared the server"), "{note}");
+        // A session that wrote and left within the run: only its rows tell.
+        let gone = Table::disturbed("x", &with(Some(0), Some(1))).unwrap();
+        assert!(gone.contains("(0 sessions seen, 1 row written)"), "{gone}");
+        let one = Table::disturbed("x", &with(Some(1), None)).unwrap();
+        assert!(one.contains("(1 session seen, 0 rows written)"), "{one}");
         let mut t = Table::default();
         t.push("alone", alone);
-        t.push("shared", shared);
+        t.push("shared", with(Some(2), Some(1_500)));
+        t.push("unread", with(None, None));
         let text = t.text().unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        assert!(lines[0].ends_with(" elsewhere"), "{text}");
-        assert!(lines[1].ends_with(" 0"), "{text}");
-        assert!(lines[2].ends_with(" 2"), "{text}");
-        assert_eq!(t.json()[1]["other_sessions"], 2);
-        assert_eq!(t.json()[0]["other_sessions"], 0);
+        assert!(lines[0].ends_with(" elsewhere s/rows"), "{text}");
+        assert!(lines[1].ends_with(" 0/0"), "{text}");
+        assert!(lines[2].ends_with(" 2/1500"), "{text}");
+        assert!(lines[3].ends_with(" -/-"), "{text}");
+        assert!(lines.iter().all(|l| l.len() == lines[0].len()), "{text}");
+        let json = t.json();
+        assert_eq!(json[1]["other_sessions"], 2);
+        assert_eq!(json[1]["other_rows"], 1_500);
+        assert_eq!(json[0]["other_rows"], 0);
+        assert!(json[2]["other_rows"].is_null());
     }
 }
