@@ -750,11 +750,14 @@ impl Drop for WriterElsewhere {
     }
 }
 
-/// An intake run while `writer` writes to another database: its row of the WAL table, the
-/// report's notes and stdout.
-fn intake_beside(url: &str, writer: WriterElsewhere) -> (serde_json::Value, Vec<String>, String) {
+/// An intake run while a [`WriterElsewhere`] (`briefly` or not) writes to another database: its
+/// row of the WAL table, the report's notes about the run, and stdout.
+fn intake_beside(briefly: bool) -> (serde_json::Value, Vec<String>, String) {
+    let _one_at_a_time = BENCH_DB.lock().unwrap_or_else(|e| e.into_inner());
+    let url = std::env::var("DATABASE_URL").expect("DATABASE_URL (tests/run.sh sets it)");
+    let writer = WriterElsewhere::start(&url, briefly);
     let (report, stdout, _) = bench_on(
-        url,
+        &url,
         &[
             TINY,
             &[
@@ -789,9 +792,7 @@ fn intake_beside(url: &str, writer: WriterElsewhere) -> (serde_json::Value, Vec<
 /// in its `elsewhere` column and in a note, where before it silently counted the other's WAL.
 #[test]
 fn bench_notes_a_run_another_database_wrote_during() {
-    let _one_at_a_time = BENCH_DB.lock().unwrap_or_else(|e| e.into_inner());
-    let url = std::env::var("DATABASE_URL").expect("DATABASE_URL (tests/run.sh sets it)");
-    let (intake, noted, stdout) = intake_beside(&url, WriterElsewhere::start(&url, false));
+    let (intake, noted, stdout) = intake_beside(false);
     let sessions = intake["other_sessions"].as_i64().unwrap();
     assert!(sessions >= 1, "{intake}");
     assert_eq!(noted.len(), 1, "{noted:?}");
@@ -808,9 +809,7 @@ fn bench_notes_a_run_another_database_wrote_during() {
 /// session count read 0 each time, beside 5-6 rows written.
 #[test]
 fn bench_notes_a_run_sessions_of_another_database_wrote_and_left_during() {
-    let _one_at_a_time = BENCH_DB.lock().unwrap_or_else(|e| e.into_inner());
-    let url = std::env::var("DATABASE_URL").expect("DATABASE_URL (tests/run.sh sets it)");
-    let (intake, noted, _) = intake_beside(&url, WriterElsewhere::start(&url, true));
+    let (intake, noted, _) = intake_beside(true);
     let rows = intake["other_rows"].as_i64().unwrap();
     assert!(rows >= 1, "{intake}");
     assert_eq!(noted.len(), 1, "{noted:?}");
