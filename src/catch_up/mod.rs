@@ -6,7 +6,8 @@
 //! - one file per provider ([`stripe`], [`paddle`], [`github`]): the request and the page parser,
 //!   pure and tested with the shapes of the providers' API references;
 //! - [`http`]: the bearer credential, retries with backoff on 429 and 5xx (`Retry-After`);
-//! - [`schedule`]: when a pass is due; [`pass`]: one pass; [`CatchUp`]: the loop of a process.
+//! - [`schedule`]: when a pass is due and which due passes start first; [`pass`]: one pass;
+//!   [`CatchUp`]: the loop of a process, which runs passes of different integrations side by side.
 //!
 //! Only one process runs an integration's pass at a time, whatever the number of workers: a
 //! PostgreSQL advisory lock (a lease on SQLite), see `inbox::catch_up`. The pass results go to
@@ -29,9 +30,10 @@ use crate::route::RouteTable;
 use crate::route::catch_up::CatchUpTarget;
 use arc_swap::ArcSwap;
 use chrono::{DateTime, Utc};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::task::JoinSet;
 
 /// One event as a provider's list shows it: its JSON in the bytes the API sent, and when the
 /// provider created it.
@@ -59,6 +61,17 @@ pub fn targets(table: &RouteTable) -> Targets {
         .collect()
 }
 
+/// Connections a busy worker uses besides catch-up: 6-7 measured (docs/performance.md, round 22).
+const WORKER_CONNECTIONS: u32 = 8;
+
+/// How many passes fit beside the rest of a worker in a pool of `max_connections`, at most
+/// `wanted` and at least one. On PostgreSQL a pass holds one connection for its lock for as long
+/// as it runs and borrows a second while it stores a page.
+pub fn passes_for_pool(wanted: usize, max_connections: u32) -> usize {
+    let room = max_connections.saturating_sub(WORKER_CONNECTIONS) / 2;
+    wanted.min(room as usize).max(1)
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub backoff: http::Backoff,
@@ -66,6 +79,10 @@ pub struct Config {
     pub run_timeout: Duration,
     /// How often the loop looks for a due integration.
     pub tick: Duration,
+    /// Most passes (of different integrations) in progress at once in this process.
+    pub passes: usize,
+    /// The first look after start falls within this (or the interval, if shorter).
+    pub first_look: Duration,
 }
 
 impl Default for Config {
@@ -74,6 +91,27 @@ impl Default for Config {
             backoff: http::Backoff::default(),
             run_timeout: Duration::from_secs(5 * 60),
             tick: Duration::from_secs(5),
+            passes: crate::crd::defaults::CATCH_UP_PASSES,
+            first_look: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Config {
+    /// The defaults, with `passes` as many as fit in the process's pool ([`passes_for_pool`]).
+    pub fn for_pool(passes: usize, db: &crate::inbox::DbLimits) -> Self {
+        let fit = passes_for_pool(passes, db.max_connections);
+        if fit < passes {
+            tracing::info!(
+                wanted = passes,
+                passes = fit,
+                db_max_connections = db.max_connections,
+                "catch-up runs fewer passes at once: each holds a connection of the pool"
+            );
+        }
+        Self {
+            passes: fit,
+            ..Self::default()
         }
     }
 }
@@ -135,42 +173,81 @@ impl CatchUp {
         }
     }
 
-    /// Looks for due integrations every `tick` until `shutdown`; passes run one at a time, so a
-    /// process holds at most one database connection for catch-up. A pass cut short by shutdown
-    /// drops its lock (the session closes, or the lease runs out).
+    /// Looks for due integrations every `tick`, and whenever a pass ends, until `shutdown`. Passes
+    /// of different integrations run side by side, at most `passes` at once, so that one provider
+    /// that hangs (up to `run_timeout`) or rate-limits delays only its own integration; an
+    /// integration has at most one pass in progress per process (and, through its lock, in all).
+    /// Passes cut short by shutdown drop their locks (the session closes, or the lease runs out).
     pub async fn run(&self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
-        let mut next: HashMap<String, DateTime<Utc>> = HashMap::new();
+        let mut looks: HashMap<String, DateTime<Utc>> = HashMap::new();
+        let mut passes: JoinSet<()> = JoinSet::new();
+        let mut running: HashMap<tokio::task::Id, String> = HashMap::new();
+        let cfg = &self.inner.cfg;
         loop {
             let targets = self.inner.targets.load_full();
-            next.retain(|name, _| targets.contains_key(name));
-            let mut names: Vec<&String> = targets.keys().collect();
-            names.sort();
-            for name in names {
-                let t = &targets[name];
-                let now = Utc::now();
-                let at = *next
-                    .entry(name.clone())
-                    .or_insert_with(|| schedule::first_look(now, t.interval, rand::random()));
-                if at > now {
-                    continue;
-                }
-                let ctx = self.ctx();
-                tokio::select! {
-                    _ = &mut shutdown => return,
-                    ran = pass::run(&ctx, t, now, false) => {
-                        tracing::debug!(integration = %name, ran = ?ran, "catch-up look");
-                    }
-                }
-                next.insert(
-                    name.clone(),
-                    schedule::next_look(Utc::now(), t.interval, rand::random()),
-                );
+            let now = Utc::now();
+            looks.retain(|name, _| targets.contains_key(name));
+            for (name, t) in targets.iter() {
+                looks.entry(name.clone()).or_insert_with(|| {
+                    schedule::first_look(now, t.interval, cfg.first_look, rand::random())
+                });
+            }
+            let busy: HashSet<String> = running.values().cloned().collect();
+            let free = cfg.passes.saturating_sub(running.len());
+            for name in schedule::to_start(&looks, &busy, now, free) {
+                let target = targets[&name].clone();
+                let this = self.clone();
+                let task = passes.spawn(async move {
+                    let ran = pass::run(&this.ctx(), &target, Utc::now(), false).await;
+                    tracing::debug!(integration = %target.integration, ran = ?ran, "catch-up look");
+                });
+                running.insert(task.id(), name);
             }
             tokio::select! {
-                _ = &mut shutdown => return,
-                _ = tokio::time::sleep(self.inner.cfg.tick) => {}
+                _ = &mut shutdown => {
+                    passes.shutdown().await;
+                    return;
+                }
+                ended = passes.join_next_with_id(), if !passes.is_empty() => {
+                    let id = match ended {
+                        Some(Ok((id, ()))) => id,
+                        Some(Err(e)) => {
+                            tracing::error!(error = %e, "a catch-up pass ended abnormally");
+                            e.id()
+                        }
+                        None => continue,
+                    };
+                    if let Some(name) = running.remove(&id)
+                        && let Some(t) = targets.get(&name)
+                    {
+                        looks.insert(name, schedule::next_look(Utc::now(), t.interval, rand::random()));
+                    }
+                }
+                _ = tokio::time::sleep(cfg.tick) => {}
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::passes_for_pool;
+
+    #[test]
+    fn passes_fit_beside_a_busy_worker_in_the_pool_and_one_always_runs() {
+        // (wanted, pool) -> passes
+        let cases = [
+            ((4, 16), 4),
+            ((4, 4), 1),
+            ((4, 9), 1),
+            ((4, 12), 2),
+            ((64, 100), 46),
+            ((2, 1000), 2),
+            ((1, 16), 1),
+        ];
+        for ((wanted, pool), want) in cases {
+            assert_eq!(passes_for_pool(wanted, pool), want, "{wanted} in {pool}");
         }
     }
 }

@@ -3,6 +3,7 @@
 //! that all replicas together run about one pass per interval.
 
 use chrono::{DateTime, Utc};
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 /// The share of the interval a pass may come early, which the jitter of [`next_look`] needs.
@@ -23,11 +24,38 @@ pub fn next_look(now: DateTime<Utc>, interval: Duration, u: f64) -> DateTime<Utc
     crate::time::after(now, interval.mul_f64(factor))
 }
 
-/// The first look after start: within a minute (or the interval, if shorter), so that a restart
-/// does not postpone catch-up by a whole interval and replicas started together spread out.
-pub fn first_look(now: DateTime<Utc>, interval: Duration, u: f64) -> DateTime<Utc> {
-    let window = interval.min(Duration::from_secs(60));
+/// The first look after start: within `window` (a minute by default) or the interval, if shorter,
+/// so that a restart does not postpone catch-up by a whole interval and replicas started together
+/// spread out.
+pub fn first_look(
+    now: DateTime<Utc>,
+    interval: Duration,
+    window: Duration,
+    u: f64,
+) -> DateTime<Utc> {
+    let window = interval.min(window);
     crate::time::after(now, window.mul_f64(u.clamp(0.0, 1.0)))
+}
+
+/// The integrations to start a pass for at `now`: those whose look has come and that have no
+/// pass running in this process, the longest waiting first (so that when more are due than there
+/// are free slots, none is passed over for long), at most `free`.
+pub fn to_start(
+    looks: &HashMap<String, DateTime<Utc>>,
+    running: &HashSet<String>,
+    now: DateTime<Utc>,
+    free: usize,
+) -> Vec<String> {
+    let mut due: Vec<(&DateTime<Utc>, &String)> = looks
+        .iter()
+        .filter(|(name, at)| **at <= now && !running.contains(*name))
+        .map(|(name, at)| (at, name))
+        .collect();
+    due.sort();
+    due.into_iter()
+        .take(free)
+        .map(|(_, name)| name.clone())
+        .collect()
 }
 
 #[cfg(test)]
@@ -61,8 +89,44 @@ mod tests {
         assert_eq!(next_look(now, ten, 0.0), at("2026-12-01T10:09:00Z"));
         assert_eq!(next_look(now, ten, 0.5), at("2026-12-01T10:10:00Z"));
         assert_eq!(next_look(now, ten, 1.0), at("2026-12-01T10:11:00Z"));
-        assert_eq!(first_look(now, ten, 0.5), at("2026-12-01T10:00:30Z"));
+        let minute = Duration::from_secs(60);
+        assert_eq!(
+            first_look(now, ten, minute, 0.5),
+            at("2026-12-01T10:00:30Z")
+        );
         let short = Duration::from_secs(20);
-        assert_eq!(first_look(now, short, 1.0), at("2026-12-01T10:00:20Z"));
+        assert_eq!(
+            first_look(now, short, minute, 1.0),
+            at("2026-12-01T10:00:20Z")
+        );
+        assert_eq!(first_look(now, ten, Duration::ZERO, 0.7), now);
+    }
+
+    #[test]
+    fn the_longest_waiting_due_integrations_start_first_up_to_the_free_slots() {
+        let now = at("2026-12-01T10:00:00Z");
+        let looks: HashMap<String, DateTime<Utc>> = [
+            ("t/late", "2026-12-01T09:59:58Z"),
+            ("t/early", "2026-12-01T09:50:00Z"),
+            ("t/running", "2026-12-01T09:40:00Z"),
+            ("t/later", "2026-12-01T10:00:01Z"),
+            ("t/now", "2026-12-01T10:00:00Z"),
+        ]
+        .into_iter()
+        .map(|(n, t)| (n.to_string(), at(t)))
+        .collect();
+        let running: HashSet<String> = ["t/running".to_string()].into();
+        assert_eq!(
+            to_start(&looks, &running, now, 10),
+            ["t/early", "t/late", "t/now"]
+        );
+        assert_eq!(to_start(&looks, &running, now, 2), ["t/early", "t/late"]);
+        assert!(to_start(&looks, &running, now, 0).is_empty());
+        // Looks at the same instant start in name order, so a run is repeatable.
+        let tied: HashMap<String, DateTime<Utc>> = [("t/b", now), ("t/a", now)]
+            .into_iter()
+            .map(|(n, t)| (n.to_string(), t))
+            .collect();
+        assert_eq!(to_start(&tied, &HashSet::new(), now, 1), ["t/a"]);
     }
 }

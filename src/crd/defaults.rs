@@ -32,6 +32,11 @@ pub const CATCH_UP_LOOKBACK: Duration = Duration::from_secs(72 * 60 * 60);
 /// Events younger than this are left to the webhook probably in flight: catching them up would
 /// be harmless (dedupe) but would count them as missing when they are not.
 pub const CATCH_UP_SETTLE: Duration = Duration::from_secs(2 * 60);
+/// Passes of different integrations a worker process runs at once (`--catch-up-passes`): a
+/// provider that hangs or rate-limits holds up its own integration's pass, not the others'.
+pub const CATCH_UP_PASSES: usize = 4;
+/// The most `--catch-up-passes` accepts.
+pub const CATCH_UP_MAX_PASSES: usize = 256;
 
 /// `spec.catchUp.apiBaseUrl` when unset: the provider's public API.
 pub fn catch_up_api(provider: super::CatchUpProvider) -> &'static str {

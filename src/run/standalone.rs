@@ -80,12 +80,12 @@ pub async fn run(
     let metrics = Arc::new(Metrics::new());
     let targets = worker::targets(&table);
     // Catch-up runs where the workers run: `--no-workers` leaves it to `hookgate worker`.
-    let catch_up = cfg.worker.as_ref().map(|_| {
+    let catch_up = cfg.worker.as_ref().map(|w| {
         CatchUp::new(
             inbox.clone(),
             crate::catch_up::targets(&table),
             metrics.clone(),
-            Default::default(),
+            crate::catch_up::Config::for_pool(w.catch_up_passes, &w.db),
         )
     });
     let receiver = Receiver::new(table, inbox.clone(), metrics.clone(), cfg.commit)

@@ -72,6 +72,8 @@ pub struct WorkerConfig {
     pub handoff_events: usize,
     /// The most body bytes of those events.
     pub handoff_bytes: usize,
+    /// Most catch-up passes in progress at once in this process (the pool may allow fewer).
+    pub catch_up_passes: usize,
 }
 
 impl Default for WorkerConfig {
@@ -88,6 +90,7 @@ impl Default for WorkerConfig {
             db: Default::default(),
             handoff_events: defaults::HANDOFF_EVENTS,
             handoff_bytes: defaults::HANDOFF_BYTES,
+            catch_up_passes: crate::crd::defaults::CATCH_UP_PASSES,
         }
     }
 }

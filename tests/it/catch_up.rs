@@ -471,7 +471,106 @@ async fn caught_up_events_of_an_unsupported_version_are_dead_lettered(inbox: Inb
     assert!(reason.starts_with("unsupported_event_version"), "{reason}");
 }
 
+/// Two Stripe integrations of two tenants: `a/hangs` lists `hang`, `b/fine` lists `fine`.
+fn two_tenants(hang: &str, fine: &str) -> String {
+    let mut yaml = String::new();
+    for (ns, name, api) in [("a", "hangs", hang), ("b", "fine", fine)] {
+        yaml.push_str(&format!(
+            r#"
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: keys, namespace: {ns}}}
+stringData: {{stripe: whsec_test_receiver_secret, api: "{KEY}"}}
+---
+apiVersion: hookgate.dev/v1alpha1
+kind: WebhookIntegration
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  scheme: {{type: stripe}}
+  keys: [{{id: v1, secretRef: {{name: keys, key: stripe}}}}]
+  delivery: {{url: "http://127.0.0.1:1/sink"}}
+  catchUp: {{provider: stripe, credentialRef: {{name: keys, key: api}}, apiBaseUrl: "{api}"}}
+"#
+        ));
+    }
+    yaml
+}
+
+/// A tenant whose provider API never answers keeps its own pass waiting (up to the run timeout),
+/// not another tenant's: the loop of one process runs their passes side by side. Shutdown does
+/// not wait for the hanging pass, and on PostgreSQL frees its lock.
+async fn a_hanging_provider_holds_up_only_its_own_integrations_pass(inbox: Inbox) {
+    let hang = Served::start(Provider {
+        delay: Duration::from_secs(3600),
+        ..Provider::default()
+    })
+    .await;
+    let mut p = Provider::default();
+    p.stripe.push(provider::stripe_event(
+        "evt_b",
+        "invoice.paid",
+        ago(3600).timestamp(),
+    ));
+    let fine = Served::start(p).await;
+    let h = harness_with(inbox.clone(), &two_tenants(&hang.url(), &fine.url()));
+    let targets = catch_up::targets(&h.manifests.route_table().unwrap());
+    let cfg = Config {
+        tick: Duration::from_millis(50),
+        // Both are due at once; `a/hangs` sorts first, so a loop of one pass at a time starts it.
+        first_look: Duration::ZERO,
+        run_timeout: Duration::from_secs(120),
+        ..config()
+    };
+    let catch_up = CatchUp::new(inbox.clone(), targets, Arc::new(Metrics::new()), cfg);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let looping = tokio::spawn(async move {
+        catch_up
+            .run(async {
+                let _ = stopped.await;
+            })
+            .await
+    });
+
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let run = inbox.catch_up_run("b/fine").await.unwrap();
+        if run.is_some_and(|r| r.last_success_at.is_some()) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "b/fine's pass waited behind a/hangs' provider"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let rows: Vec<String> = crate::on!(&inbox, pool => sqlx::query_scalar(
+        "SELECT event_id FROM inbox_events WHERE integration = 'b/fine'")
+        .fetch_all(pool).await.unwrap());
+    assert_eq!(rows, ["evt_b"]);
+    assert_eq!(hang.calls("stripe"), 1, "a/hangs' pass is in progress");
+    let hanging = inbox.catch_up_run("a/hangs").await.unwrap();
+    assert!(
+        hanging.and_then(|r| r.last_run_at).is_none(),
+        "a/hangs' pass has not ended"
+    );
+
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), looping)
+        .await
+        .expect("shutdown does not wait for a hanging pass")
+        .unwrap();
+    if matches!(inbox, Inbox::Postgres(_)) {
+        let lock = inbox
+            .try_lock_catch_up("a/hangs", Utc::now(), Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert!(lock.is_some(), "the cancelled pass freed its lock");
+    }
+}
+
 crate::on_both_backends!(
+    a_hanging_provider_holds_up_only_its_own_integrations_pass,
     a_stripe_gap_is_filled_exactly_once,
     pages_are_followed_across_the_whole_lookback,
     two_workers_never_both_fetch,

@@ -87,7 +87,9 @@ fn past_the_range() -> Vec<(Vec<&'static str>, &'static str, &'static str)> {
         }
     }
     cases.push((worker.clone(), "--poll", "0s"));
-    cases.push((worker, "--db-statement-timeout", "30days"));
+    cases.push((worker.clone(), "--db-statement-timeout", "30days"));
+    cases.push((worker.clone(), "--catch-up-passes", "0"));
+    cases.push((worker, "--catch-up-passes", "257"));
     cases.push((receiver.clone(), "--max-in-flight", "18446744073709551615"));
     // Worker flags are checked without the workers too: the value is a mistake either way.
     cases.push((receiver, "--lease", "1ms"));
@@ -194,6 +196,8 @@ async fn every_flag_at_either_end_of_its_range_starts_and_stops() {
         "1",
         "--commit-concurrency",
         "1",
+        "--catch-up-passes",
+        "1",
     ])
     .await;
     starts_and_stops(&[
@@ -224,6 +228,8 @@ async fn every_flag_at_either_end_of_its_range_starts_and_stops() {
         // More transactions in flight than the pool's connections: they wait for one.
         "--commit-concurrency",
         "1000",
+        "--catch-up-passes",
+        "256",
     ])
     .await;
 }

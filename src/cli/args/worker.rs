@@ -42,6 +42,12 @@ pub struct WorkerArgs {
         value_parser = destination::parse_allowed_host
     )]
     pub allow_destination_hosts: Vec<String>,
+    /// Catch-up passes (`spec.catchUp`) of different integrations in progress at once in this
+    /// process (1-256), so that a provider that hangs or rate-limits holds up only its own. On
+    /// PostgreSQL each holds a connection: the process runs fewer when `--db-max-connections`
+    /// leaves no room for them (one per two connections past eight, at least one).
+    #[arg(long, default_value_t = crate::crd::defaults::CATCH_UP_PASSES, env = "HOOKGATE_CATCH_UP_PASSES")]
+    pub catch_up_passes: usize,
     /// The cluster's DNS domain, for `<svc>.<namespace>.svc.<domain>` destinations.
     #[arg(long, default_value = destination::DEFAULT_CLUSTER_DOMAIN, env = "HOOKGATE_CLUSTER_DOMAIN")]
     pub cluster_domain: String,
@@ -54,6 +60,12 @@ impl WorkerArgs {
     ) -> anyhow::Result<crate::worker::WorkerConfig> {
         let max = crate::worker::defaults::MAX_CONCURRENCY;
         let concurrency = bounds::count("--concurrency", self.concurrency, 1, max)?;
+        let catch_up_passes = bounds::count(
+            "--catch-up-passes",
+            self.catch_up_passes,
+            1,
+            crate::crd::defaults::CATCH_UP_MAX_PASSES,
+        )?;
         let cluster_domain = self.cluster_domain.trim_matches('.').to_ascii_lowercase();
         if cluster_domain.is_empty() {
             bail!("--cluster-domain must not be empty");
@@ -73,6 +85,7 @@ impl WorkerArgs {
                 ..Policy::default()
             },
             db,
+            catch_up_passes,
             ..Default::default()
         })
     }
@@ -108,6 +121,29 @@ mod tests {
             .config(Default::default())
             .map(|c| c.concurrency)
             .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn catch_up_passes_are_bounded_with_an_error_that_names_the_flag() {
+        let passes = |value: &str| {
+            let cli = Cli::try_parse_from(["hookgate", "--catch-up-passes", value]).unwrap();
+            cli.worker
+                .config(Default::default())
+                .map(|c| c.catch_up_passes)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(passes("1"), Ok(1));
+        assert_eq!(passes("256"), Ok(256));
+        for bad in ["0", "257"] {
+            let e = passes(bad).unwrap_err();
+            assert_eq!(
+                e,
+                format!("--catch-up-passes must be from 1 to 256, got {bad}")
+            );
+        }
+        let cli = Cli::try_parse_from(["hookgate"]).unwrap();
+        let cfg = cli.worker.config(Default::default()).unwrap();
+        assert_eq!(cfg.catch_up_passes, crate::crd::defaults::CATCH_UP_PASSES);
     }
 
     #[test]
