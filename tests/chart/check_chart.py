@@ -365,7 +365,8 @@ def check_roles(objs, label, db_secret, db_key):
                 and flag(c["args"], "--db-max-connections") == [caps[role]], c["args"])
     R.check(f"{label}: worker args",
             work["args"][:3] == ["worker", "--namespace", "$(POD_NAMESPACE)"]
-            and work["args"][work["args"].index("--admin-listen") + 1] == "0.0.0.0:9091",
+            and work["args"][work["args"].index("--admin-listen") + 1] == "0.0.0.0:9091"
+            and flag(work["args"], "--catch-up-passes") == ["4"],
             work["args"])
     for role, c in zip(ROLES, (ctrl, recv, work)):
         env = env_map(c)
@@ -943,6 +944,8 @@ def scenario_failures(helm, chart):
          "replcas"),
         ("a wrong type fails (schema)", ["--set", "worker.concurrency=many", "--set", f"database.url={DB_URL}"],
          "concurrency"),
+        ("no catch-up pass fails (schema)", ["--set", "worker.catchUpPasses=0", "--set", f"database.url={DB_URL}"],
+         "catchUpPasses"),
         ("a group-commit batch over 1000 fails (schema)",
          ["--set", "receiver.groupCommit.maxBatch=5000", "--set", f"database.url={DB_URL}"], "maxBatch"),
         ("a dedupe cache over 4096 MiB fails (schema)",

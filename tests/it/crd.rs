@@ -240,6 +240,7 @@ fn chart_count_ranges_lie_inside_the_binarys() {
         ("receiver.workers.concurrency", flag("--concurrency")),
         ("receiver.workers.handoffEvents", flag("--handoff-events")),
         ("worker.concurrency", flag("--concurrency")),
+        ("worker.catchUpPasses", flag("--catch-up-passes")),
         ("database.maxConnections", db),
         ("#roleDatabase.maxConnections", db),
     ] {

@@ -87,7 +87,7 @@ pub const MAX_LISTENER_COUNT: usize = 1_000_000;
 
 /// The range of every count flag, both ends included, for the tests (and the chart's, which
 /// `tests/it/crd.rs` holds to it); each flag's own check uses the same constants.
-pub const COUNTS: [(&str, usize, usize); 7] = [
+pub const COUNTS: [(&str, usize, usize); 8] = [
     ("--max-connections", 1, MAX_LISTENER_COUNT),
     ("--max-in-flight", 1, MAX_LISTENER_COUNT),
     ("--commit-batch", 1, crate::inbox::MAX_BATCH),
@@ -103,6 +103,11 @@ pub const COUNTS: [(&str, usize, usize); 7] = [
         crate::worker::defaults::MAX_HANDOFF_EVENTS,
     ),
     ("--concurrency", 1, crate::worker::defaults::MAX_CONCURRENCY),
+    (
+        "--catch-up-passes",
+        1,
+        crate::crd::defaults::CATCH_UP_MAX_PASSES,
+    ),
 ];
 
 /// `value` when it is from 1 to [`MAX_LISTENER_COUNT`], or an error naming the flag.
