@@ -195,7 +195,8 @@ impl CatchUp {
             }
             let busy: HashSet<String> = running.values().cloned().collect();
             let free = cfg.passes.saturating_sub(running.len());
-            for name in schedule::to_start(&looks, &busy, now, free) {
+            let due = schedule::to_start(&looks, &busy, now, free);
+            for name in due.start {
                 let target = targets[&name].clone();
                 let this = self.clone();
                 let task = passes.spawn(async move {
@@ -204,9 +205,14 @@ impl CatchUp {
                 });
                 running.insert(task.id(), name);
             }
+            let metrics = &self.inner.metrics;
+            metrics.catch_up_running.set(running.len() as i64);
+            metrics.catch_up_waiting.set(due.waiting as i64);
             tokio::select! {
                 _ = &mut shutdown => {
                     passes.shutdown().await;
+                    self.inner.metrics.catch_up_running.set(0);
+                    self.inner.metrics.catch_up_waiting.set(0);
                     return;
                 }
                 ended = passes.join_next_with_id(), if !passes.is_empty() => {

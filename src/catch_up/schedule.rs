@@ -37,6 +37,15 @@ pub fn first_look(
     crate::time::after(now, window.mul_f64(u.clamp(0.0, 1.0)))
 }
 
+/// What to do with the due integrations at one look of the loop.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Due {
+    /// Start their passes now.
+    pub start: Vec<String>,
+    /// Due, with no pass running, but no slot left for them.
+    pub waiting: usize,
+}
+
 /// The integrations to start a pass for at `now`: those whose look has come and that have no
 /// pass running in this process, the longest waiting first (so that when more are due than there
 /// are free slots, none is passed over for long), at most `free`.
@@ -45,17 +54,20 @@ pub fn to_start(
     running: &HashSet<String>,
     now: DateTime<Utc>,
     free: usize,
-) -> Vec<String> {
+) -> Due {
     let mut due: Vec<(&DateTime<Utc>, &String)> = looks
         .iter()
         .filter(|(name, at)| **at <= now && !running.contains(*name))
         .map(|(name, at)| (at, name))
         .collect();
     due.sort();
-    due.into_iter()
+    let waiting = due.len().saturating_sub(free);
+    let start = due
+        .into_iter()
         .take(free)
         .map(|(_, name)| name.clone())
-        .collect()
+        .collect();
+    Due { start, waiting }
 }
 
 #[cfg(test)]
@@ -116,17 +128,24 @@ mod tests {
         .map(|(n, t)| (n.to_string(), at(t)))
         .collect();
         let running: HashSet<String> = ["t/running".to_string()].into();
+        let due = |start: &[&str], waiting| Due {
+            start: start.iter().map(|s| s.to_string()).collect(),
+            waiting,
+        };
         assert_eq!(
             to_start(&looks, &running, now, 10),
-            ["t/early", "t/late", "t/now"]
+            due(&["t/early", "t/late", "t/now"], 0)
         );
-        assert_eq!(to_start(&looks, &running, now, 2), ["t/early", "t/late"]);
-        assert!(to_start(&looks, &running, now, 0).is_empty());
+        assert_eq!(
+            to_start(&looks, &running, now, 2),
+            due(&["t/early", "t/late"], 1)
+        );
+        assert_eq!(to_start(&looks, &running, now, 0), due(&[], 3));
         // Looks at the same instant start in name order, so a run is repeatable.
         let tied: HashMap<String, DateTime<Utc>> = [("t/b", now), ("t/a", now)]
             .into_iter()
             .map(|(n, t)| (n.to_string(), t))
             .collect();
-        assert_eq!(to_start(&tied, &HashSet::new(), now, 1), ["t/a"]);
+        assert_eq!(to_start(&tied, &HashSet::new(), now, 1), due(&["t/a"], 1));
     }
 }

@@ -51,6 +51,10 @@ pub struct Metrics {
     pub catch_up_missing: Family<IntegrationLabels, Counter>,
     pub catch_up_present: Family<IntegrationLabels, Counter>,
     pub catch_up_errors: Family<ReasonLabels, Counter>,
+    /// Catch-up passes in progress in this process.
+    pub catch_up_running: Gauge,
+    /// Integrations whose catch-up pass is due but waits for one of `--catch-up-passes`.
+    pub catch_up_waiting: Gauge,
     /// Steps of retention passes that failed, their rows left for the next pass (`worker::janitor`).
     pub retention_failures: Family<StepLabels, Counter>,
     /// The key phase series set per integration: prometheus-client cannot list a family's label
@@ -94,6 +98,8 @@ impl Metrics {
             catch_up_missing: Family::default(),
             catch_up_present: Family::default(),
             catch_up_errors: Family::default(),
+            catch_up_running: Gauge::default(),
+            catch_up_waiting: Gauge::default(),
             retention_failures: Family::default(),
             key_phase_index: Mutex::default(),
             registry: Registry::with_prefix("hookgate"),

@@ -133,6 +133,16 @@ pub(super) fn registry(m: &Metrics) -> Registry {
         m.catch_up_errors.clone(),
     );
     r.register(
+        "catch_up_passes_running",
+        "Catch-up passes in progress in this process, at most --catch-up-passes (workers)",
+        m.catch_up_running.clone(),
+    );
+    r.register(
+        "catch_up_passes_waiting",
+        "Integrations whose catch-up pass is due but waits for a free slot of --catch-up-passes in this process (workers)",
+        m.catch_up_waiting.clone(),
+    );
+    r.register(
         "retention_failures",
         "Steps of retention passes that failed by step (integrations, purge, delete, versions, nonces, records); their rows wait for the next pass (workers)",
         m.retention_failures.clone(),

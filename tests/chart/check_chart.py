@@ -62,6 +62,8 @@ DASHBOARD_METRICS = {
     "hookgate_catch_up_missing_total",
     "hookgate_catch_up_present_total",
     "hookgate_catch_up_errors_total",
+    "hookgate_catch_up_passes_running",
+    "hookgate_catch_up_passes_waiting",
     "hookgate_retention_failures_total",
 }
 

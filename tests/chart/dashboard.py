@@ -210,6 +210,14 @@ def build():
          "provider_unavailable, network, ...). See the HookgateCatchUpFailing alert.",
          [(f"sum by (integration, reason) (increase(hookgate_catch_up_errors_total{{{F}}}[1h]))",
            "{{integration}} {{reason}}")], "short"),
+        ("Catch-up passes",
+         "hookgate_catch_up_passes_running: passes in progress in all workers (each pod runs at most "
+         "worker.catchUpPasses); hookgate_catch_up_passes_waiting: integrations whose pass is due but waits "
+         "for a free slot, in the pod with the most. Waiting for minutes: raise worker.catchUpPasses. Not "
+         "per integration, so the integration filter does not apply.",
+         [("sum(hookgate_catch_up_passes_running)", "running (all workers)"),
+          ("max(hookgate_catch_up_passes_waiting)", "waiting (most in one worker)")],
+         "short"),
         ("Retention failures by step",
          "hookgate_retention_failures_total by step (purge, delete, versions, nonces, records, "
          "integrations): the janitor's failed steps, whose rows wait for the next pass. See the "

@@ -497,69 +497,119 @@ spec:
     yaml
 }
 
+/// The catch-up loop of one process over `two_tenants`: `a/hangs`' provider holds every answer
+/// for an hour, `b/fine`'s lists one event. Both are due at once, and `a/hangs` sorts first, so a
+/// loop that ran one pass at a time would start it and keep `b/fine` waiting.
+struct Looping {
+    hang: Served,
+    _fine: Served,
+    metrics: Arc<Metrics>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    looping: tokio::task::JoinHandle<()>,
+}
+
+impl Looping {
+    async fn start(inbox: &Inbox, passes: usize, run_timeout: Duration) -> Self {
+        let hang = Served::start(Provider {
+            delay: Duration::from_secs(3600),
+            ..Provider::default()
+        })
+        .await;
+        let mut p = Provider::default();
+        p.stripe.push(provider::stripe_event(
+            "evt_b",
+            "invoice.paid",
+            ago(3600).timestamp(),
+        ));
+        let fine = Served::start(p).await;
+        let h = harness_with(inbox.clone(), &two_tenants(&hang.url(), &fine.url()));
+        let targets = catch_up::targets(&h.manifests.route_table().unwrap());
+        let cfg = Config {
+            tick: Duration::from_millis(50),
+            first_look: Duration::ZERO,
+            run_timeout,
+            passes,
+            ..config()
+        };
+        let metrics = Arc::new(Metrics::new());
+        let catch_up = CatchUp::new(inbox.clone(), targets, metrics.clone(), cfg);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let looping = tokio::spawn(async move {
+            catch_up
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        Self {
+            hang,
+            _fine: fine,
+            metrics,
+            stop,
+            looping,
+        }
+    }
+
+    /// The gauges `hookgate_catch_up_passes_running` and `…_waiting`.
+    fn passes(&self) -> (String, String) {
+        let text = self.metrics.encode();
+        let value = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .unwrap_or("absent")
+                .to_string()
+        };
+        (
+            value("hookgate_catch_up_passes_running"),
+            value("hookgate_catch_up_passes_waiting"),
+        )
+    }
+
+    /// Stops the loop; it must end within 5 s whatever its passes are doing.
+    async fn stop(self) {
+        self.stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), self.looping)
+            .await
+            .expect("shutdown does not wait for a hanging pass")
+            .unwrap();
+    }
+}
+
+/// Waits up to `secs` for `integration`'s record to show a completed run.
+async fn ran(inbox: &Inbox, integration: &str, secs: u64) -> Option<hookgate::inbox::CatchUpRun> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let run = inbox.catch_up_run(integration).await.unwrap();
+        if run.as_ref().is_some_and(|r| r.last_run_at.is_some()) || Instant::now() >= deadline {
+            return run;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A tenant whose provider API never answers keeps its own pass waiting (up to the run timeout),
 /// not another tenant's: the loop of one process runs their passes side by side. Shutdown does
 /// not wait for the hanging pass, and on PostgreSQL frees its lock.
 async fn a_hanging_provider_holds_up_only_its_own_integrations_pass(inbox: Inbox) {
-    let hang = Served::start(Provider {
-        delay: Duration::from_secs(3600),
-        ..Provider::default()
-    })
-    .await;
-    let mut p = Provider::default();
-    p.stripe.push(provider::stripe_event(
-        "evt_b",
-        "invoice.paid",
-        ago(3600).timestamp(),
-    ));
-    let fine = Served::start(p).await;
-    let h = harness_with(inbox.clone(), &two_tenants(&hang.url(), &fine.url()));
-    let targets = catch_up::targets(&h.manifests.route_table().unwrap());
-    let cfg = Config {
-        tick: Duration::from_millis(50),
-        // Both are due at once; `a/hangs` sorts first, so a loop of one pass at a time starts it.
-        first_look: Duration::ZERO,
-        run_timeout: Duration::from_secs(120),
-        ..config()
-    };
-    let catch_up = CatchUp::new(inbox.clone(), targets, Arc::new(Metrics::new()), cfg);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let looping = tokio::spawn(async move {
-        catch_up
-            .run(async {
-                let _ = stopped.await;
-            })
-            .await
-    });
-
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let run = inbox.catch_up_run("b/fine").await.unwrap();
-        if run.is_some_and(|r| r.last_success_at.is_some()) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "b/fine's pass waited behind a/hangs' provider"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let l = Looping::start(&inbox, 4, Duration::from_secs(120)).await;
+    let fine = ran(&inbox, "b/fine", 15).await;
+    assert!(
+        fine.is_some_and(|r| r.last_success_at.is_some()),
+        "b/fine's pass waited behind a/hangs' provider"
+    );
     let rows: Vec<String> = crate::on!(&inbox, pool => sqlx::query_scalar(
         "SELECT event_id FROM inbox_events WHERE integration = 'b/fine'")
         .fetch_all(pool).await.unwrap());
     assert_eq!(rows, ["evt_b"]);
-    assert_eq!(hang.calls("stripe"), 1, "a/hangs' pass is in progress");
+    assert_eq!(l.hang.calls("stripe"), 1, "a/hangs' pass is in progress");
     let hanging = inbox.catch_up_run("a/hangs").await.unwrap();
     assert!(
         hanging.and_then(|r| r.last_run_at).is_none(),
         "a/hangs' pass has not ended"
     );
+    assert_eq!(l.passes(), ("1".into(), "0".into()), "running, waiting");
 
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(5), looping)
-        .await
-        .expect("shutdown does not wait for a hanging pass")
-        .unwrap();
+    l.stop().await;
     if matches!(inbox, Inbox::Postgres(_)) {
         let lock = inbox
             .try_lock_catch_up("a/hangs", Utc::now(), Duration::from_secs(60))
@@ -569,8 +619,31 @@ async fn a_hanging_provider_holds_up_only_its_own_integrations_pass(inbox: Inbox
     }
 }
 
+/// With one slot, a due integration waits for it, shown by `hookgate_catch_up_passes_waiting`,
+/// and runs once the pass in it ends (here at its run timeout, recorded as a `timeout` failure).
+async fn past_the_slots_a_due_pass_waits_for_one_and_is_counted_waiting(inbox: Inbox) {
+    let l = Looping::start(&inbox, 1, Duration::from_secs(2)).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while l.hang.calls("stripe") == 0 {
+        assert!(Instant::now() < deadline, "a/hangs' pass never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(l.passes(), ("1".into(), "1".into()), "running, waiting");
+    assert!(inbox.catch_up_run("b/fine").await.unwrap().is_none());
+
+    let fine = ran(&inbox, "b/fine", 15).await.expect("b/fine ran");
+    assert!(fine.last_success_at.is_some(), "{fine:?}");
+    let hung = inbox.catch_up_run("a/hangs").await.unwrap().unwrap();
+    assert_eq!(hung.last_error_reason.as_deref(), Some("timeout"));
+    assert!(hung.last_run_at.unwrap() <= fine.last_run_at.unwrap());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(l.passes(), ("0".into(), "0".into()), "running, waiting");
+    l.stop().await;
+}
+
 crate::on_both_backends!(
     a_hanging_provider_holds_up_only_its_own_integrations_pass,
+    past_the_slots_a_due_pass_waits_for_one_and_is_counted_waiting,
     a_stripe_gap_is_filled_exactly_once,
     pages_are_followed_across_the_whole_lookback,
     two_workers_never_both_fetch,

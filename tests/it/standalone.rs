@@ -187,6 +187,8 @@ async fn examples_serve_and_every_provider_format_is_accepted() {
             r#"hookgate_catch_up_errors_total{integration="payments/stripe",reason="unauthorized"} 0"#,
             r#"hookgate_retention_failures_total{step="purge"} 0"#,
             r#"hookgate_retention_failures_total{step="versions"} 0"#,
+            // One integration with catch-up, four slots: it never waits for one.
+            "hookgate_catch_up_passes_waiting 0",
         ],
     );
 
