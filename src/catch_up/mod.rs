@@ -33,6 +33,7 @@ use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 /// One event as a provider's list shows it: its JSON in the bytes the API sent, and when the
@@ -61,6 +62,8 @@ pub fn targets(table: &RouteTable) -> Targets {
         .collect()
 }
 
+/// How long passes may take at shutdown to give their locks back.
+const STOP_GRACE: Duration = Duration::from_secs(5);
 /// Connections a busy worker uses besides catch-up: 6-7 measured (docs/performance.md, round 22).
 const WORKER_CONNECTIONS: u32 = 8;
 
@@ -161,15 +164,16 @@ impl CatchUp {
     /// Runs one pass of `integration` now; `None` when it has no `spec.catchUp`.
     pub async fn pass(&self, integration: &str, ignore_schedule: bool) -> Option<Ran> {
         let target = self.inner.targets.load().get(integration).cloned()?;
-        Some(pass::run(&self.ctx(), &target, Utc::now(), ignore_schedule).await)
+        Some(pass::run(&self.ctx(None), &target, Utc::now(), ignore_schedule).await)
     }
 
-    fn ctx(&self) -> pass::Ctx<'_> {
+    fn ctx(&self, stop: Option<watch::Receiver<bool>>) -> pass::Ctx<'_> {
         pass::Ctx {
             inbox: &self.inner.inbox,
             api: &self.inner.api,
             metrics: &self.inner.metrics,
             run_timeout: self.inner.cfg.run_timeout,
+            stop,
         }
     }
 
@@ -177,12 +181,13 @@ impl CatchUp {
     /// of different integrations run side by side, at most `passes` at once, so that one provider
     /// that hangs (up to `run_timeout`) or rate-limits delays only its own integration; an
     /// integration has at most one pass in progress per process (and, through its lock, in all).
-    /// Passes cut short by shutdown drop their locks (the session closes, or the lease runs out).
+    /// At shutdown, passes in progress stop and give their locks back.
     pub async fn run(&self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         let mut looks: HashMap<String, DateTime<Utc>> = HashMap::new();
         let mut passes: JoinSet<()> = JoinSet::new();
         let mut running: HashMap<tokio::task::Id, String> = HashMap::new();
+        let (stop, stopping) = watch::channel(false);
         let cfg = &self.inner.cfg;
         loop {
             let targets = self.inner.targets.load_full();
@@ -198,9 +203,10 @@ impl CatchUp {
             let due = schedule::to_start(&looks, &busy, now, free);
             for name in due.start {
                 let target = targets[&name].clone();
-                let this = self.clone();
+                let (this, stopping) = (self.clone(), stopping.clone());
                 let task = passes.spawn(async move {
-                    let ran = pass::run(&this.ctx(), &target, Utc::now(), false).await;
+                    let ctx = this.ctx(Some(stopping));
+                    let ran = pass::run(&ctx, &target, Utc::now(), false).await;
                     tracing::debug!(integration = %target.integration, ran = ?ran, "catch-up look");
                 });
                 running.insert(task.id(), name);
@@ -210,6 +216,13 @@ impl CatchUp {
             metrics.catch_up_waiting.set(due.waiting as i64);
             tokio::select! {
                 _ = &mut shutdown => {
+                    // Passes give their locks back; one that cannot within the grace is dropped
+                    // (its PostgreSQL session closes; a SQLite lease runs out).
+                    let _ = stop.send(true);
+                    let _ = tokio::time::timeout(STOP_GRACE, async {
+                        while passes.join_next().await.is_some() {}
+                    })
+                    .await;
                     passes.shutdown().await;
                     self.inner.metrics.catch_up_running.set(0);
                     self.inner.metrics.catch_up_waiting.set(0);

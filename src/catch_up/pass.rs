@@ -34,6 +34,9 @@ pub enum Ran {
         present: u64,
         error: Option<Error>,
     },
+    /// The process stopped during the pass: its lock was given back and nothing recorded, so the
+    /// next process to look runs it (what it stored stays stored).
+    Stopped,
 }
 
 /// What a pass needs besides its target.
@@ -43,6 +46,8 @@ pub struct Ctx<'a> {
     pub metrics: &'a Metrics,
     /// The longest a pass may run; the SQLite lease lasts a minute longer.
     pub run_timeout: Duration,
+    /// Turns true when the process stops; `None`: never.
+    pub stop: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 #[derive(Debug, Default)]
@@ -85,12 +90,30 @@ pub async fn run(
         }
     }
     let mut tally = Tally::default();
-    let result = tokio::time::timeout(ctx.run_timeout, fetch(ctx, t, now, &mut tally))
-        .await
-        .unwrap_or(Err(Error::Timeout(ctx.run_timeout)));
+    let fetching = tokio::time::timeout(ctx.run_timeout, fetch(ctx, t, now, &mut tally));
+    let result = tokio::select! {
+        r = fetching => r.unwrap_or(Err(Error::Timeout(ctx.run_timeout))),
+        () = stopped(ctx.stop.clone()) => {
+            // Given back now rather than left to the session's end or the SQLite lease, which
+            // would keep the next process from this integration for the run timeout and a minute.
+            release(lock).await;
+            tracing::info!(integration = %t.integration, "catch-up pass stopped with the process; its lock is given back");
+            return Ran::Stopped;
+        }
+    };
     let ran = finish(ctx, t, Utc::now().max(now), tally, result).await;
     release(lock).await;
     ran
+}
+
+/// Resolves once `stop` turns true (or its sender is gone); never without one.
+async fn stopped(stop: Option<tokio::sync::watch::Receiver<bool>>) {
+    match stop {
+        Some(mut rx) => {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+        None => std::future::pending().await,
+    }
 }
 
 async fn release(lock: crate::inbox::CatchUpLock) {

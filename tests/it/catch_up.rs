@@ -589,7 +589,7 @@ async fn ran(inbox: &Inbox, integration: &str, secs: u64) -> Option<hookgate::in
 
 /// A tenant whose provider API never answers keeps its own pass waiting (up to the run timeout),
 /// not another tenant's: the loop of one process runs their passes side by side. Shutdown does
-/// not wait for the hanging pass, and on PostgreSQL frees its lock.
+/// not wait for the hanging pass, which gives its lock back.
 async fn a_hanging_provider_holds_up_only_its_own_integrations_pass(inbox: Inbox) {
     let l = Looping::start(&inbox, 4, Duration::from_secs(120)).await;
     let fine = ran(&inbox, "b/fine", 15).await;
@@ -610,13 +610,15 @@ async fn a_hanging_provider_holds_up_only_its_own_integrations_pass(inbox: Inbox
     assert_eq!(l.passes(), ("1".into(), "0".into()), "running, waiting");
 
     l.stop().await;
-    if matches!(inbox, Inbox::Postgres(_)) {
-        let lock = inbox
-            .try_lock_catch_up("a/hangs", Utc::now(), Duration::from_secs(60))
-            .await
-            .unwrap();
-        assert!(lock.is_some(), "the cancelled pass freed its lock");
-    }
+    // The stopped pass gave its lock back (a SQLite lease too, which would otherwise hold it for
+    // the run timeout and a minute), and recorded nothing: the next process runs it in full.
+    let lock = inbox
+        .try_lock_catch_up("a/hangs", Utc::now(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(lock.is_some(), "the stopped pass gave its lock back");
+    let record = inbox.catch_up_run("a/hangs").await.unwrap();
+    assert!(record.and_then(|r| r.last_run_at).is_none());
 }
 
 /// With one slot, a due integration waits for it, shown by `hookgate_catch_up_passes_waiting`,
