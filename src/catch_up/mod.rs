@@ -185,6 +185,7 @@ impl CatchUp {
     pub async fn run(&self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         let mut looks: HashMap<String, DateTime<Utc>> = HashMap::new();
+        let mut intervals: HashMap<String, Duration> = HashMap::new();
         let mut passes: JoinSet<()> = JoinSet::new();
         let mut running: HashMap<tokio::task::Id, String> = HashMap::new();
         let (stop, stopping) = watch::channel(false);
@@ -193,10 +194,23 @@ impl CatchUp {
             let targets = self.inner.targets.load_full();
             let now = Utc::now();
             looks.retain(|name, _| targets.contains_key(name));
+            intervals.retain(|name, _| targets.contains_key(name));
             for (name, t) in targets.iter() {
-                looks.entry(name.clone()).or_insert_with(|| {
-                    schedule::first_look(now, t.interval, cfg.first_look, rand::random())
-                });
+                let (window, u) = (cfg.first_look, rand::random());
+                match intervals.insert(name.clone(), t.interval) {
+                    None => {
+                        looks.insert(
+                            name.clone(),
+                            schedule::first_look(now, t.interval, window, u),
+                        );
+                    }
+                    Some(old) if old != t.interval => {
+                        if let Some(at) = looks.get_mut(name) {
+                            *at = schedule::rescheduled(*at, old, t.interval, now, window, u);
+                        }
+                    }
+                    Some(_) => {}
+                }
             }
             let busy: HashSet<String> = running.values().cloned().collect();
             let free = cfg.passes.saturating_sub(running.len());

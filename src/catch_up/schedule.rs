@@ -37,6 +37,25 @@ pub fn first_look(
     crate::time::after(now, window.mul_f64(u.clamp(0.0, 1.0)))
 }
 
+/// The look of an integration whose `spec.catchUp.interval` changed from `old` to `new` while it
+/// was scheduled for `at`: a shorter interval brings it to a first look's time, so that the record
+/// decides at once whether a pass is due under the new interval (a look planned a day ahead would
+/// otherwise keep a shortened interval from taking effect for a day); a longer one keeps it, since
+/// a look that comes early finds the pass not due.
+pub fn rescheduled(
+    at: DateTime<Utc>,
+    old: Duration,
+    new: Duration,
+    now: DateTime<Utc>,
+    window: Duration,
+    u: f64,
+) -> DateTime<Utc> {
+    if new >= old {
+        return at;
+    }
+    at.min(first_look(now, new, window, u))
+}
+
 /// What to do with the due integrations at one look of the loop.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Due {
@@ -112,6 +131,23 @@ mod tests {
             at("2026-12-01T10:00:20Z")
         );
         assert_eq!(first_look(now, ten, Duration::ZERO, 0.7), now);
+    }
+
+    #[test]
+    fn a_shortened_interval_brings_a_far_look_in_and_a_lengthened_one_keeps_it() {
+        let now = at("2026-12-01T10:00:00Z");
+        let (minute, day) = (Duration::from_secs(60), Duration::from_secs(24 * 3600));
+        let tomorrow = at("2026-12-02T09:50:00Z");
+        let ten = Duration::from_secs(600);
+        assert_eq!(
+            rescheduled(tomorrow, day, ten, now, minute, 0.5),
+            at("2026-12-01T10:00:30Z")
+        );
+        // Already sooner than a first look would be: kept.
+        let soon = at("2026-12-01T10:00:10Z");
+        assert_eq!(rescheduled(soon, day, ten, now, minute, 0.5), soon);
+        assert_eq!(rescheduled(soon, ten, day, now, minute, 0.5), soon);
+        assert_eq!(rescheduled(tomorrow, ten, ten, now, minute, 0.0), tomorrow);
     }
 
     #[test]

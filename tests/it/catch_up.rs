@@ -643,7 +643,86 @@ async fn past_the_slots_a_due_pass_waits_for_one_and_is_counted_waiting(inbox: I
     l.stop().await;
 }
 
+/// One Stripe integration, `t/stripe`, whose catch-up lists `api` every `interval`.
+fn one_stripe(api: &str, interval: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: keys, namespace: t}}
+stringData: {{stripe: whsec_test_receiver_secret, api: "{KEY}"}}
+---
+apiVersion: hookgate.dev/v1alpha1
+kind: WebhookIntegration
+metadata: {{name: stripe, namespace: t}}
+spec:
+  scheme: {{type: stripe}}
+  keys: [{{id: v1, secretRef: {{name: keys, key: stripe}}}}]
+  delivery: {{url: "http://127.0.0.1:1/sink"}}
+  catchUp: {{provider: stripe, credentialRef: {{name: keys, key: api}}, apiBaseUrl: "{api}", interval: {interval}}}
+"#
+    )
+}
+
+/// Shortening `spec.catchUp.interval` takes effect at once, not at the look the old interval
+/// planned: with a day's interval the next look is a day away; at a minute, a last pass two hours
+/// ago makes one due now.
+async fn a_shortened_interval_takes_effect_without_waiting_for_the_old_look(inbox: Inbox) {
+    let mut p = Provider::default();
+    p.stripe.push(provider::stripe_event(
+        "evt_1",
+        "invoice.paid",
+        ago(3600).timestamp(),
+    ));
+    let api = Served::start(p).await;
+    let every = |interval: &str| {
+        let m = crate::common::load(&one_stripe(&api.url(), interval));
+        catch_up::targets(&m.route_table().unwrap())
+    };
+    let cfg = Config {
+        tick: Duration::from_millis(50),
+        first_look: Duration::ZERO,
+        ..config()
+    };
+    let catch_up = CatchUp::new(inbox.clone(), every("1d"), Arc::new(Metrics::new()), cfg);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let looping = tokio::spawn({
+        let catch_up = catch_up.clone();
+        async move {
+            catch_up
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+        }
+    });
+    assert!(
+        ran(&inbox, "t/stripe", 10).await.is_some(),
+        "the first look ran a pass"
+    );
+    assert_eq!(api.calls("stripe"), 1);
+    // As if that pass ended two hours ago: not due at a day's interval, due at a minute's.
+    crate::on!(&inbox, pool => sqlx::query(
+        "UPDATE catch_up_runs SET last_run_at = $1 WHERE integration = 't/stripe'")
+        .bind(ago(7200)).execute(pool).await.unwrap().rows_affected());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(api.calls("stripe"), 1, "the next look is a day away");
+
+    catch_up.swap_targets(every("1m"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while api.calls("stripe") < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the shortened interval waited for the day's look"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.send(()).unwrap();
+    looping.await.unwrap();
+}
+
 crate::on_both_backends!(
+    a_shortened_interval_takes_effect_without_waiting_for_the_old_look,
     a_hanging_provider_holds_up_only_its_own_integrations_pass,
     past_the_slots_a_due_pass_waits_for_one_and_is_counted_waiting,
     a_stripe_gap_is_filled_exactly_once,
