@@ -11,6 +11,7 @@ mod common;
 mod architecture;
 
 mod catch_up;
+mod catch_up_loop;
 mod catch_up_provider;
 mod cli_flags;
 mod compiled_routes;

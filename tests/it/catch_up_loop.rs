@@ -1,0 +1,269 @@
+//! The catch-up loop of one process (`CatchUp::run`): passes of different tenants side by side,
+//! a due pass waiting for a free slot, shutdown giving the locks back, and an interval shortened
+//! on a running worker.
+
+use crate::catch_up::{ago, config};
+use crate::catch_up_provider::{self as provider, KEY, Provider, Served};
+use crate::common::harness_with;
+use chrono::Utc;
+use hookgate::catch_up::{self, CatchUp, Config};
+use hookgate::inbox::Inbox;
+use hookgate::metrics::Metrics;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Two Stripe integrations of two tenants: `a/hangs` lists `hang`, `b/fine` lists `fine`.
+fn two_tenants(hang: &str, fine: &str) -> String {
+    let mut yaml = String::new();
+    for (ns, name, api) in [("a", "hangs", hang), ("b", "fine", fine)] {
+        yaml.push_str(&format!(
+            r#"
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: keys, namespace: {ns}}}
+stringData: {{stripe: whsec_test_receiver_secret, api: "{KEY}"}}
+---
+apiVersion: hookgate.dev/v1alpha1
+kind: WebhookIntegration
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  scheme: {{type: stripe}}
+  keys: [{{id: v1, secretRef: {{name: keys, key: stripe}}}}]
+  delivery: {{url: "http://127.0.0.1:1/sink"}}
+  catchUp: {{provider: stripe, credentialRef: {{name: keys, key: api}}, apiBaseUrl: "{api}"}}
+"#
+        ));
+    }
+    yaml
+}
+
+/// The catch-up loop of one process over `two_tenants`: `a/hangs`' provider holds every answer
+/// for an hour, `b/fine`'s lists one event. Both are due at once, and `a/hangs` sorts first, so a
+/// loop that ran one pass at a time would start it and keep `b/fine` waiting.
+struct Looping {
+    hang: Served,
+    _fine: Served,
+    metrics: Arc<Metrics>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    looping: tokio::task::JoinHandle<()>,
+}
+
+impl Looping {
+    async fn start(inbox: &Inbox, passes: usize, run_timeout: Duration) -> Self {
+        let hang = Served::start(Provider {
+            delay: Duration::from_secs(3600),
+            ..Provider::default()
+        })
+        .await;
+        let mut p = Provider::default();
+        p.stripe.push(provider::stripe_event(
+            "evt_b",
+            "invoice.paid",
+            ago(3600).timestamp(),
+        ));
+        let fine = Served::start(p).await;
+        let h = harness_with(inbox.clone(), &two_tenants(&hang.url(), &fine.url()));
+        let targets = catch_up::targets(&h.manifests.route_table().unwrap());
+        let cfg = Config {
+            tick: Duration::from_millis(50),
+            first_look: Duration::ZERO,
+            run_timeout,
+            passes,
+            ..config()
+        };
+        let metrics = Arc::new(Metrics::new());
+        let catch_up = CatchUp::new(inbox.clone(), targets, metrics.clone(), cfg);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let looping = tokio::spawn(async move {
+            catch_up
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        Self {
+            hang,
+            _fine: fine,
+            metrics,
+            stop,
+            looping,
+        }
+    }
+
+    /// The gauges `hookgate_catch_up_passes_running` and `…_waiting`.
+    fn passes(&self) -> (String, String) {
+        let text = self.metrics.encode();
+        let value = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .unwrap_or("absent")
+                .to_string()
+        };
+        (
+            value("hookgate_catch_up_passes_running"),
+            value("hookgate_catch_up_passes_waiting"),
+        )
+    }
+
+    /// Stops the loop; it must end within 5 s whatever its passes are doing.
+    async fn stop(self) {
+        self.stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), self.looping)
+            .await
+            .expect("shutdown does not wait for a hanging pass")
+            .unwrap();
+    }
+}
+
+/// Waits up to `secs` for `integration`'s record to show a completed run.
+async fn ran(inbox: &Inbox, integration: &str, secs: u64) -> Option<hookgate::inbox::CatchUpRun> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let run = inbox.catch_up_run(integration).await.unwrap();
+        if run.as_ref().is_some_and(|r| r.last_run_at.is_some()) || Instant::now() >= deadline {
+            return run;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A tenant whose provider API never answers keeps its own pass waiting (up to the run timeout),
+/// not another tenant's: the loop of one process runs their passes side by side. Shutdown does
+/// not wait for the hanging pass, which gives its lock back.
+async fn a_hanging_provider_holds_up_only_its_own_integrations_pass(inbox: Inbox) {
+    let l = Looping::start(&inbox, 4, Duration::from_secs(120)).await;
+    let fine = ran(&inbox, "b/fine", 15).await;
+    assert!(
+        fine.is_some_and(|r| r.last_success_at.is_some()),
+        "b/fine's pass waited behind a/hangs' provider"
+    );
+    let rows: Vec<String> = crate::on!(&inbox, pool => sqlx::query_scalar(
+        "SELECT event_id FROM inbox_events WHERE integration = 'b/fine'")
+        .fetch_all(pool).await.unwrap());
+    assert_eq!(rows, ["evt_b"]);
+    assert_eq!(l.hang.calls("stripe"), 1, "a/hangs' pass is in progress");
+    let hanging = inbox.catch_up_run("a/hangs").await.unwrap();
+    assert!(
+        hanging.and_then(|r| r.last_run_at).is_none(),
+        "a/hangs' pass has not ended"
+    );
+    assert_eq!(l.passes(), ("1".into(), "0".into()), "running, waiting");
+
+    l.stop().await;
+    // The stopped pass gave its lock back (a SQLite lease too, which would otherwise hold it for
+    // the run timeout and a minute), and recorded nothing: the next process runs it in full.
+    let lock = inbox
+        .try_lock_catch_up("a/hangs", Utc::now(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(lock.is_some(), "the stopped pass gave its lock back");
+    let record = inbox.catch_up_run("a/hangs").await.unwrap();
+    assert!(record.and_then(|r| r.last_run_at).is_none());
+}
+
+/// With one slot, a due integration waits for it, shown by `hookgate_catch_up_passes_waiting`,
+/// and runs once the pass in it ends (here at its run timeout, recorded as a `timeout` failure).
+async fn past_the_slots_a_due_pass_waits_for_one_and_is_counted_waiting(inbox: Inbox) {
+    let l = Looping::start(&inbox, 1, Duration::from_secs(2)).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while l.hang.calls("stripe") == 0 {
+        assert!(Instant::now() < deadline, "a/hangs' pass never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(l.passes(), ("1".into(), "1".into()), "running, waiting");
+    assert!(inbox.catch_up_run("b/fine").await.unwrap().is_none());
+
+    let fine = ran(&inbox, "b/fine", 15).await.expect("b/fine ran");
+    assert!(fine.last_success_at.is_some(), "{fine:?}");
+    let hung = inbox.catch_up_run("a/hangs").await.unwrap().unwrap();
+    assert_eq!(hung.last_error_reason.as_deref(), Some("timeout"));
+    assert!(hung.last_run_at.unwrap() <= fine.last_run_at.unwrap());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(l.passes(), ("0".into(), "0".into()), "running, waiting");
+    l.stop().await;
+}
+
+/// One Stripe integration, `t/stripe`, whose catch-up lists `api` every `interval`.
+fn one_stripe(api: &str, interval: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: keys, namespace: t}}
+stringData: {{stripe: whsec_test_receiver_secret, api: "{KEY}"}}
+---
+apiVersion: hookgate.dev/v1alpha1
+kind: WebhookIntegration
+metadata: {{name: stripe, namespace: t}}
+spec:
+  scheme: {{type: stripe}}
+  keys: [{{id: v1, secretRef: {{name: keys, key: stripe}}}}]
+  delivery: {{url: "http://127.0.0.1:1/sink"}}
+  catchUp: {{provider: stripe, credentialRef: {{name: keys, key: api}}, apiBaseUrl: "{api}", interval: {interval}}}
+"#
+    )
+}
+
+/// Shortening `spec.catchUp.interval` takes effect at once, not at the look the old interval
+/// planned: with a day's interval the next look is a day away; at a minute, a last pass two hours
+/// ago makes one due now.
+async fn a_shortened_interval_takes_effect_without_waiting_for_the_old_look(inbox: Inbox) {
+    let mut p = Provider::default();
+    p.stripe.push(provider::stripe_event(
+        "evt_1",
+        "invoice.paid",
+        ago(3600).timestamp(),
+    ));
+    let api = Served::start(p).await;
+    let every = |interval: &str| {
+        let m = crate::common::load(&one_stripe(&api.url(), interval));
+        catch_up::targets(&m.route_table().unwrap())
+    };
+    let cfg = Config {
+        tick: Duration::from_millis(50),
+        first_look: Duration::ZERO,
+        ..config()
+    };
+    let catch_up = CatchUp::new(inbox.clone(), every("1d"), Arc::new(Metrics::new()), cfg);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let looping = tokio::spawn({
+        let catch_up = catch_up.clone();
+        async move {
+            catch_up
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+        }
+    });
+    assert!(
+        ran(&inbox, "t/stripe", 10).await.is_some(),
+        "the first look ran a pass"
+    );
+    assert_eq!(api.calls("stripe"), 1);
+    // As if that pass ended two hours ago: not due at a day's interval, due at a minute's.
+    crate::on!(&inbox, pool => sqlx::query(
+        "UPDATE catch_up_runs SET last_run_at = $1 WHERE integration = 't/stripe'")
+        .bind(ago(7200)).execute(pool).await.unwrap().rows_affected());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(api.calls("stripe"), 1, "the next look is a day away");
+
+    catch_up.swap_targets(every("1m"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while api.calls("stripe") < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the shortened interval waited for the day's look"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.send(()).unwrap();
+    looping.await.unwrap();
+}
+
+crate::on_both_backends!(
+    a_hanging_provider_holds_up_only_its_own_integrations_pass,
+    past_the_slots_a_due_pass_waits_for_one_and_is_counted_waiting,
+    a_shortened_interval_takes_effect_without_waiting_for_the_old_look,
+);
