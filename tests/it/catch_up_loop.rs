@@ -12,12 +12,10 @@ use hookgate::metrics::Metrics;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Two Stripe integrations of two tenants: `a/hangs` lists `hang`, `b/fine` lists `fine`.
-fn two_tenants(hang: &str, fine: &str) -> String {
-    let mut yaml = String::new();
-    for (ns, name, api) in [("a", "hangs", hang), ("b", "fine", fine)] {
-        yaml.push_str(&format!(
-            r#"
+/// A Stripe integration `ns/name` whose catch-up lists `api` every `interval`.
+fn stripe_catching_up(ns: &str, name: &str, api: &str, interval: &str) -> String {
+    format!(
+        r#"
 ---
 apiVersion: v1
 kind: Secret
@@ -31,22 +29,57 @@ spec:
   scheme: {{type: stripe}}
   keys: [{{id: v1, secretRef: {{name: keys, key: stripe}}}}]
   delivery: {{url: "http://127.0.0.1:1/sink"}}
-  catchUp: {{provider: stripe, credentialRef: {{name: keys, key: api}}, apiBaseUrl: "{api}"}}
+  catchUp: {{provider: stripe, credentialRef: {{name: keys, key: api}}, apiBaseUrl: "{api}", interval: {interval}}}
 "#
-        ));
-    }
-    yaml
+    )
 }
 
-/// The catch-up loop of one process over `two_tenants`: `a/hangs`' provider holds every answer
-/// for an hour, `b/fine`'s lists one event. Both are due at once, and `a/hangs` sorts first, so a
+/// Looks every 50 ms, the first at once.
+fn looking_often() -> Config {
+    Config {
+        tick: Duration::from_millis(50),
+        first_look: Duration::ZERO,
+        ..config()
+    }
+}
+
+/// `CatchUp::run` on a task of its own, until [`Running::stop`].
+struct Running {
+    stop: tokio::sync::oneshot::Sender<()>,
+    looping: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    fn start(catch_up: CatchUp) -> Self {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let looping = tokio::spawn(async move {
+            catch_up
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        Self { stop, looping }
+    }
+
+    /// Stops the loop; it must end within 5 s whatever its passes are doing.
+    async fn stop(self) {
+        self.stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), self.looping)
+            .await
+            .expect("shutdown does not wait for a hanging pass")
+            .unwrap();
+    }
+}
+
+/// The catch-up loop of one process over two tenants: `a/hangs`' provider holds every answer for
+/// an hour, `b/fine`'s lists one event. Both are due at once, and `a/hangs` sorts first, so a
 /// loop that ran one pass at a time would start it and keep `b/fine` waiting.
 struct Looping {
     hang: Served,
     _fine: Served,
     metrics: Arc<Metrics>,
-    stop: tokio::sync::oneshot::Sender<()>,
-    looping: tokio::task::JoinHandle<()>,
+    running: Running,
 }
 
 impl Looping {
@@ -63,31 +96,22 @@ impl Looping {
             ago(3600).timestamp(),
         ));
         let fine = Served::start(p).await;
-        let h = harness_with(inbox.clone(), &two_tenants(&hang.url(), &fine.url()));
+        let yaml = stripe_catching_up("a", "hangs", &hang.url(), "10m")
+            + &stripe_catching_up("b", "fine", &fine.url(), "10m");
+        let h = harness_with(inbox.clone(), &yaml);
         let targets = catch_up::targets(&h.manifests.route_table().unwrap());
         let cfg = Config {
-            tick: Duration::from_millis(50),
-            first_look: Duration::ZERO,
             run_timeout,
             passes,
-            ..config()
+            ..looking_often()
         };
         let metrics = Arc::new(Metrics::new());
         let catch_up = CatchUp::new(inbox.clone(), targets, metrics.clone(), cfg);
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let looping = tokio::spawn(async move {
-            catch_up
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await
-        });
         Self {
             hang,
             _fine: fine,
             metrics,
-            stop,
-            looping,
+            running: Running::start(catch_up),
         }
     }
 
@@ -106,13 +130,8 @@ impl Looping {
         )
     }
 
-    /// Stops the loop; it must end within 5 s whatever its passes are doing.
     async fn stop(self) {
-        self.stop.send(()).unwrap();
-        tokio::time::timeout(Duration::from_secs(5), self.looping)
-            .await
-            .expect("shutdown does not wait for a hanging pass")
-            .unwrap();
+        self.running.stop().await;
     }
 }
 
@@ -184,27 +203,6 @@ async fn past_the_slots_a_due_pass_waits_for_one_and_is_counted_waiting(inbox: I
     l.stop().await;
 }
 
-/// One Stripe integration, `t/stripe`, whose catch-up lists `api` every `interval`.
-fn one_stripe(api: &str, interval: &str) -> String {
-    format!(
-        r#"
-apiVersion: v1
-kind: Secret
-metadata: {{name: keys, namespace: t}}
-stringData: {{stripe: whsec_test_receiver_secret, api: "{KEY}"}}
----
-apiVersion: hookgate.dev/v1alpha1
-kind: WebhookIntegration
-metadata: {{name: stripe, namespace: t}}
-spec:
-  scheme: {{type: stripe}}
-  keys: [{{id: v1, secretRef: {{name: keys, key: stripe}}}}]
-  delivery: {{url: "http://127.0.0.1:1/sink"}}
-  catchUp: {{provider: stripe, credentialRef: {{name: keys, key: api}}, apiBaseUrl: "{api}", interval: {interval}}}
-"#
-    )
-}
-
 /// Shortening `spec.catchUp.interval` takes effect at once, not at the look the old interval
 /// planned: with a day's interval the next look is a day away; at a minute, a last pass two hours
 /// ago makes one due now.
@@ -217,26 +215,12 @@ async fn a_shortened_interval_takes_effect_without_waiting_for_the_old_look(inbo
     ));
     let api = Served::start(p).await;
     let every = |interval: &str| {
-        let m = crate::common::load(&one_stripe(&api.url(), interval));
+        let m = crate::common::load(&stripe_catching_up("t", "stripe", &api.url(), interval));
         catch_up::targets(&m.route_table().unwrap())
     };
-    let cfg = Config {
-        tick: Duration::from_millis(50),
-        first_look: Duration::ZERO,
-        ..config()
-    };
-    let catch_up = CatchUp::new(inbox.clone(), every("1d"), Arc::new(Metrics::new()), cfg);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let looping = tokio::spawn({
-        let catch_up = catch_up.clone();
-        async move {
-            catch_up
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await
-        }
-    });
+    let metrics = Arc::new(Metrics::new());
+    let catch_up = CatchUp::new(inbox.clone(), every("1d"), metrics, looking_often());
+    let running = Running::start(catch_up.clone());
     assert!(
         ran(&inbox, "t/stripe", 10).await.is_some(),
         "the first look ran a pass"
@@ -258,8 +242,7 @@ async fn a_shortened_interval_takes_effect_without_waiting_for_the_old_look(inbo
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    stop.send(()).unwrap();
-    looping.await.unwrap();
+    running.stop().await;
 }
 
 crate::on_both_backends!(
