@@ -41,17 +41,14 @@ pub async fn run(
         })
     });
     tracing::info!("workers running; delivery targets come from compiled route Secrets");
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let catching_up = tokio::spawn(async move {
-        let mut stopped = stopped;
-        catch_up
-            .run(async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            })
-            .await
+    // Catch-up stops at the signal, beside the deliveries' drain rather than after it, so that
+    // both fit in the pod's termination grace (`--grace` + 15 s in the chart).
+    let stopped = super::fan_out(shutdown);
+    let catching_up = tokio::spawn({
+        let stopped = super::stopped(stopped.clone());
+        async move { catch_up.run(stopped).await }
     });
-    worker.run(shutdown).await;
-    let _ = stop.send(true);
+    worker.run(super::stopped(stopped)).await;
     let _ = catching_up.await;
     watch.abort();
     inbox.close().await;

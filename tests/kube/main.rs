@@ -13,6 +13,7 @@ mod destination;
 #[path = "../it/common/procs.rs"]
 mod procs;
 
+mod catch_up;
 mod crd;
 mod delivering_receiver;
 mod fixtures;
