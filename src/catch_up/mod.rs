@@ -101,9 +101,14 @@ impl Default for Config {
 }
 
 impl Config {
-    /// The defaults, with `passes` as many as fit in the process's pool ([`passes_for_pool`]).
-    pub fn for_pool(passes: usize, db: &crate::inbox::DbLimits) -> Self {
-        let fit = passes_for_pool(passes, db.max_connections);
+    /// The defaults, with `passes` as many as fit in the pool of `inbox` ([`passes_for_pool`]):
+    /// on PostgreSQL, capped at `db.max_connections`; on SQLite a pass holds no connection (its
+    /// lock is a lease row), so all of them.
+    pub fn for_pool(passes: usize, inbox: &Inbox, db: &crate::inbox::DbLimits) -> Self {
+        let fit = match inbox {
+            Inbox::Postgres(_) => passes_for_pool(passes, db.max_connections),
+            Inbox::Sqlite(_) => passes,
+        };
         if fit < passes {
             tracing::info!(
                 wanted = passes,

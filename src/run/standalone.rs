@@ -85,7 +85,7 @@ pub async fn run(
             inbox.clone(),
             crate::catch_up::targets(&table),
             metrics.clone(),
-            crate::catch_up::Config::for_pool(w.catch_up_passes, &w.db),
+            crate::catch_up::Config::for_pool(w.catch_up_passes, &inbox, &w.db),
         )
     });
     let receiver = Receiver::new(table, inbox.clone(), metrics.clone(), cfg.commit)

@@ -245,7 +245,24 @@ async fn a_shortened_interval_takes_effect_without_waiting_for_the_old_look(inbo
     running.stop().await;
 }
 
+/// At the smallest pool, PostgreSQL runs one pass at a time (each holds a connection); SQLite,
+/// whose passes hold none and whose pool ignores `--db-max-connections`, runs them all.
+async fn the_pool_limits_the_passes_on_postgres_only(inbox: Inbox) {
+    let small = hookgate::inbox::DbLimits {
+        max_connections: hookgate::inbox::MIN_CONNECTIONS,
+        ..Default::default()
+    };
+    let want = match inbox {
+        Inbox::Postgres(_) => 1,
+        Inbox::Sqlite(_) => 4,
+    };
+    assert_eq!(Config::for_pool(4, &inbox, &small).passes, want);
+    let default = hookgate::inbox::DbLimits::default();
+    assert_eq!(Config::for_pool(4, &inbox, &default).passes, 4);
+}
+
 crate::on_both_backends!(
+    the_pool_limits_the_passes_on_postgres_only,
     a_hanging_provider_holds_up_only_its_own_integrations_pass,
     past_the_slots_a_due_pass_waits_for_one_and_is_counted_waiting,
     a_shortened_interval_takes_effect_without_waiting_for_the_old_look,
