@@ -18,6 +18,7 @@ mod compiled_routes;
 mod controller_plan;
 mod controller_reconcile;
 mod crd;
+mod db_cancelled_begin;
 mod db_connections;
 mod db_deadline;
 mod db_names;
