@@ -12,6 +12,7 @@ pub mod deliver;
 mod event;
 mod fair;
 mod gauges;
+mod in_flight;
 pub mod janitor;
 pub mod ordering;
 mod parked;

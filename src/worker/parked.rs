@@ -4,6 +4,7 @@
 
 use super::Worker;
 use super::fair::{Fair, Turn};
+use super::in_flight::InFlight;
 use super::slots::{Share, lease_left_for_an_attempt};
 use crate::inbox::Claimed;
 use crate::metrics::Metrics;
@@ -79,7 +80,7 @@ pub(super) fn lock(fair: &Mutex<Fair>) -> MutexGuard<'_, Fair> {
 /// What starting a parked event touches in the pool.
 pub(super) struct Starts<'a> {
     pub tasks: &'a mut JoinSet<bool>,
-    pub in_flight: &'a Arc<Mutex<HashMap<i64, Claimed>>>,
+    pub in_flight: &'a InFlight,
     pub fair: &'a Arc<Mutex<Fair>>,
     pub permits: &'a Arc<Semaphore>,
     pub share: &'a mut Share,

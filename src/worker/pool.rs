@@ -4,13 +4,14 @@
 
 use super::defaults::STALL;
 use super::fair::{Fair, Turn};
+use super::in_flight::InFlight;
 use super::parked::{Slot, Starts, lock};
 use super::slots::{Share, claim_now, handed_may_start, lease_left_for_an_attempt, quarter};
 use super::{Stopped, Worker, gauges, janitor};
 use crate::inbox::{Claimed, Handed, Inbox};
 use chrono::Utc;
 use futures::FutureExt;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,7 +24,7 @@ impl Worker {
     pub async fn run(&self, shutdown: impl Future<Output = ()>) -> Stopped {
         let cfg = &self.inner.cfg;
         let permits = Arc::new(Semaphore::new(cfg.concurrency));
-        let in_flight: Arc<Mutex<HashMap<i64, Claimed>>> = Arc::default();
+        let in_flight = InFlight::default();
         // Each task says whether its event was handed over (true) or claimed.
         let mut tasks: JoinSet<bool> = JoinSet::new();
         let mut share = Share::new(cfg.concurrency);
@@ -260,12 +261,7 @@ impl Worker {
             tasks.abort_all();
             while tasks.join_next().await.is_some() {}
         }
-        let mut left: Vec<Claimed> = in_flight
-            .lock()
-            .expect("lock poisoned")
-            .drain()
-            .map(|(_, c)| c)
-            .collect();
+        let mut left = in_flight.take();
         left.extend(waiting);
         left.extend(parked.into_iter().map(|(event, _)| event));
         if let Some(mut h) = handed {
@@ -292,22 +288,19 @@ impl Worker {
     pub(super) fn start(
         &self,
         tasks: &mut JoinSet<bool>,
-        in_flight: &Arc<Mutex<HashMap<i64, Claimed>>>,
+        in_flight: &InFlight,
         event: Claimed,
         slot: Slot,
         handed: bool,
     ) {
-        in_flight
-            .lock()
-            .expect("lock poisoned")
-            .insert(event.id, event.lease_only());
+        in_flight.started(&event);
         let (worker, in_flight) = (self.clone(), in_flight.clone());
         let unfinished = slot.unfinished();
         tasks.spawn(async move {
             let _unfinished = unfinished;
-            let id = event.id;
+            let (id, lease_until) = (event.id, event.lease_until);
             worker.deliver_in(event, Some(slot)).await;
-            in_flight.lock().expect("lock poisoned").remove(&id);
+            in_flight.ended(id, lease_until);
             handed
         });
     }
