@@ -311,7 +311,12 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         figure("retention pass / inbox read, 4x kept").is_some_and(|v| v > 0.0),
         "{figures:?}"
     );
-    assert_eq!(figures.len(), 12 + usize::from(pgbench), "{figures:?}");
+    let beside_the_ceiling = receiver_beside_the_ceiling(&report, nginx, pgbench);
+    assert_eq!(
+        figures.len(),
+        12 + usize::from(pgbench) + beside_the_ceiling,
+        "{figures:?}"
+    );
     if pgbench {
         // Three pairs (--pgbench-runs' default), each side measured, the target their median.
         let pairs = report["intake_pgbench_pairs"].as_array().unwrap();
@@ -815,4 +820,122 @@ fn bench_notes_a_run_sessions_of_another_database_wrote_and_left_during() {
     assert_eq!(noted.len(), 1, "{noted:?}");
     let written = format!("{rows} row{} written)", if rows == 1 { "" } else { "s" });
     assert!(noted[0].contains(&written), "{noted:?}");
+}
+
+/// The CPU per request of each HTTP run and each pair's sides (Linux), and the figures read from
+/// it, each equal to what the table says; how many of those figures the report has.
+fn receiver_beside_the_ceiling(report: &Value, nginx: bool, pgbench: bool) -> usize {
+    let figures = report["figures"].as_array().unwrap();
+    let figure = |name: &str| {
+        figures
+            .iter()
+            .find(|f| f["figure"] == name)
+            .map(|f| f["value"].as_f64().unwrap())
+    };
+    let cpu = report["cpu_per_request"].as_array().unwrap();
+    let split = |run: &str| {
+        cpu.iter()
+            .find(|c| c["run"] == run)
+            .unwrap_or_else(|| panic!("no {run} in {cpu:?}"))
+    };
+    let (server, ceiling_row) = if nginx {
+        ("nginx", "HTTP ceiling: nginx, fixed 200")
+    } else {
+        ("hyper", "HTTP ceiling: hyper server, fixed 200")
+    };
+    let (intake, dups) = (
+        "hookgate intake (HTTP, verify, commit)",
+        "duplicates (re-sent accepted events)",
+    );
+    let mut runs = vec![
+        "HTTP ceiling: hyper server, fixed 200",
+        intake,
+        dups,
+        "duplicates, no memory (each asks the inbox)",
+    ];
+    if nginx {
+        runs.push(ceiling_row);
+    }
+    let pairs: Vec<String> = (1..=3)
+        .flat_map(|k| {
+            [
+                format!("pair {k}: pgbench 1-row"),
+                format!("pair {k}: intake"),
+            ]
+        })
+        .collect();
+    if pgbench {
+        runs.extend(pairs.iter().map(String::as_str));
+    }
+    assert_eq!(cpu.len(), runs.len(), "{cpu:?}");
+    for run in &runs {
+        let c = split(run);
+        for field in ["load_generator_us", "rest_us"] {
+            assert!(c[field].as_f64().unwrap() >= 0.0, "{field} in {c}");
+        }
+        let busy = c["busy_pct"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&busy), "{c}");
+        // pgbench has no server process of its own: PostgreSQL is in the rest.
+        assert_eq!(c["server_us"].is_null(), run.contains("pgbench"), "{c}");
+    }
+    // 300 ms of load each: the servers' CPU is counted (nginx's workers with its master).
+    let hyper = split("HTTP ceiling: hyper server, fixed 200")["server_us"].as_f64();
+    assert!(hyper.unwrap() > 0.0, "{cpu:?}");
+    let theirs = split(ceiling_row)["server_us"].as_f64().unwrap();
+    assert!(theirs > 0.0, "{cpu:?}");
+    let rate = |phase: &str| {
+        report["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["phase"] == phase)
+            .unwrap()["ops_per_s"]
+            .as_f64()
+            .unwrap()
+    };
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+    let mut present = 0;
+    let from_memory = figure(&format!("duplicates from memory / HTTP ceiling ({server})"));
+    assert!(
+        close(from_memory.unwrap(), rate(dups) / rate(ceiling_row)),
+        "{figures:?}"
+    );
+    present += 1;
+    let i = split(intake);
+    let room = i["load_generator_us"].as_f64().unwrap() + i["rest_us"].as_f64().unwrap();
+    let free = figure(&format!(
+        "intake with a receiver free of CPU / HTTP ceiling ({server})"
+    ));
+    assert_eq!(free.is_some(), room > 0.0, "{figures:?}");
+    if let Some(free) = free {
+        let cores = report["setup"]["cpus"].as_f64().unwrap();
+        assert!(
+            close(free, cores * 1e6 / room / rate(ceiling_row)),
+            "{free}"
+        );
+        present += 1;
+    }
+    for (run, what) in [
+        (intake, "receiver CPU per new event"),
+        (dups, "receiver CPU per duplicate"),
+    ] {
+        let f = figure(&format!("{what} / {server}'s per request"));
+        let ours = split(run)["server_us"].as_f64().unwrap();
+        assert!(close(f.unwrap(), ours / theirs), "{what}: {figures:?}");
+        present += 1;
+    }
+    let database = figure("PostgreSQL CPU per row, intake / pgbench (pairs)");
+    if pgbench {
+        let measured = (1..=3).any(|k| {
+            split(&format!("pair {k}: pgbench 1-row"))["rest_us"]
+                .as_f64()
+                .unwrap()
+                > 0.0
+        });
+        assert_eq!(database.is_some(), measured, "{figures:?}");
+        present += usize::from(measured);
+    } else {
+        assert_eq!(database, None, "{figures:?}");
+    }
+    present
 }

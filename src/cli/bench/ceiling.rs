@@ -6,6 +6,7 @@
 //! generator's runtime would steal its threads and flatter neither. Both answer the bytes the
 //! receiver answers an accepted event with.
 
+use super::cpu::PerEvent;
 use super::load::{self, Prepared};
 use super::requests::Cycle;
 use super::setup::{Env, free_port};
@@ -20,6 +21,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The report's rows (and CPU splits) of the two servers.
+pub const HYPER_ROW: &str = "HTTP ceiling: hyper server, fixed 200";
+pub const NGINX_ROW: &str = "HTTP ceiling: nginx, fixed 200";
+
+/// The row of the server that set the ceiling (`"nginx"` or `"hyper"`).
+pub fn row_of(server: &str) -> &'static str {
+    if server == "nginx" {
+        NGINX_ROW
+    } else {
+        HYPER_ROW
+    }
+}
 
 /// The receiver's answer to a new event.
 const ANSWER: &str = r#"{"received":true,"duplicate":false}"#;
@@ -110,6 +124,13 @@ pub struct Nginx {
 }
 
 impl Nginx {
+    /// The master and its workers.
+    pub fn pids(&self) -> Vec<u32> {
+        let mut pids = super::cpu::children_of(self.proc.id());
+        pids.push(self.proc.id());
+        pids
+    }
+
     pub async fn start(bin: &Path) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let addr = free_port()?;
@@ -171,21 +192,25 @@ impl Drop for Nginx {
 
 /// The intake's closed loop against a server at `addr`: a warm-up, then the intake's requests
 /// round and round for `run` (a fixed server is several times faster than the receiver; a run of
-/// one pass over the requests would be over in milliseconds).
+/// one pass over the requests would be over in milliseconds); with the CPU per request of the
+/// run after the warm-up, the processes `servers` names then (nginx's workers are forked after it
+/// listens) counted as the server.
 pub async fn closed_loop(
     addr: SocketAddr,
+    servers: impl FnOnce() -> Vec<u32>,
     warmup: &Arc<Vec<Prepared>>,
     requests: &Arc<Vec<Prepared>>,
     concurrency: usize,
     run: Duration,
     what: &str,
-) -> anyhow::Result<Run> {
+) -> anyhow::Result<(Run, Option<PerEvent>)> {
     load::closed_loop(addr, warmup, concurrency).await?;
     let cycle = Arc::new(Cycle {
         requests: requests.clone(),
         n: usize::MAX / 2,
     });
-    let out = load::closed_loop_for(addr, &cycle, concurrency, Some(run)).await?;
+    let load = load::closed_loop_for(addr, &cycle, concurrency, Some(run));
+    let (out, split) = super::cpu::measured(servers(), load, |o| o.run.count).await?;
     out.expect_all(200, false, what)?;
-    Ok(out.run)
+    Ok((out.run, split))
 }

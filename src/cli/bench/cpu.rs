@@ -5,8 +5,14 @@
 //!
 //! The counters are in clock ticks of `USER_HZ`, which the kernel fixes at 100 for `/proc` on
 //! every architecture hookgate builds for.
+//!
+//! The same split for the intake's HTTP runs ([`Table`]): the servers of the HTTP ceiling against
+//! the receiver, CPU per request, so that each run says how much of the ceiling's gap is the
+//! receiver's own work and how much the database's beside it on the same cores.
 
 use serde::Serialize;
+use serde_json::{Value, json};
+use std::future::Future;
 
 const TICKS_PER_SECOND: f64 = 100.0;
 
@@ -38,7 +44,10 @@ pub fn sample(children: &[u32]) -> Option<Sample> {
     for pid in children {
         child += process(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
     }
-    let me = process(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
+    // The bench's own CPU with that of the children it reaped meanwhile: pgbench, the load
+    // generator of its runs, is one.
+    let own = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let me = process(&own)? + reaped(&own)?;
     Some(Sample {
         busy,
         total,
@@ -62,6 +71,97 @@ pub fn per_event(before: Sample, after: Sample, events: usize) -> Option<PerEven
         rest_us: us((busy - child - me).max(0.0)),
         busy_pct: 100.0 * busy / total,
     })
+}
+
+/// The processes whose parent is `pid` (nginx's workers under its master), from `/proc`.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok();
+            stat.as_deref().and_then(parent) == Some(pid)
+        })
+        .collect()
+}
+
+/// Runs `load` and splits the machine's CPU over it per request, `servers` counted as the
+/// server; `requests` says how many requests the load's outcome answered.
+pub async fn measured<T>(
+    servers: Vec<u32>,
+    load: impl Future<Output = anyhow::Result<T>>,
+    requests: impl Fn(&T) -> usize,
+) -> anyhow::Result<(T, Option<PerEvent>)> {
+    let before = sample(&servers);
+    let out = load.await?;
+    let after = sample(&servers);
+    let split = before
+        .zip(after)
+        .and_then(|(b, a)| per_event(b, a, requests(&out)));
+    Ok((out, split))
+}
+
+/// CPU per request of each run, by party: the server (none for pgbench, whose server is
+/// PostgreSQL, counted in the rest), the load generator, the rest.
+#[derive(Debug, Default)]
+pub struct Table(Vec<(String, PerEvent, bool)>);
+
+impl Table {
+    /// A run whose `servers` were counted as `hookgate_us`; without, that column is not shown.
+    pub fn push(&mut self, run: &str, split: PerEvent, servers: bool) {
+        self.0.push((run.into(), split, servers));
+    }
+
+    pub fn get(&self, run: &str) -> Option<PerEvent> {
+        self.0.iter().find(|(r, ..)| r == run).map(|(_, p, _)| *p)
+    }
+
+    /// The table, or nothing when no run was measured (not Linux).
+    pub fn text(&self) -> Option<String> {
+        (!self.0.is_empty()).then(|| {
+            let mut out = format!(
+                "{:<44} {:>12} {:>12} {:>12} {:>11}\n",
+                "CPU per request (µs)", "server", "load gen", "rest (PG)", "cores busy"
+            );
+            for (run, p, servers) in &self.0 {
+                let server = if *servers {
+                    format!("{:.1}", p.hookgate_us)
+                } else {
+                    "-".into()
+                };
+                out += &format!(
+                    "{run:<44} {server:>12} {:>12.1} {:>12.1} {:>10.0}%\n",
+                    p.bench_us, p.rest_us, p.busy_pct
+                );
+            }
+            out
+        })
+    }
+
+    pub fn json(&self) -> Value {
+        self.0
+            .iter()
+            .map(|(run, p, servers)| {
+                json!({"run": run, "server_us": servers.then_some(p.hookgate_us),
+                    "load_generator_us": p.bench_us, "rest_us": p.rest_us, "busy_pct": p.busy_pct})
+            })
+            .collect()
+    }
+}
+
+/// cutime + cstime from a `/proc/<pid>/stat` (fields 16 and 17): the CPU of the children it has
+/// waited for.
+fn reaped(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(f.get(13)?.parse::<u64>().ok()? + f.get(14)?.parse::<u64>().ok()?)
+}
+
+/// The parent's pid from a `/proc/<pid>/stat` (field 4).
+fn parent(stat: &str) -> Option<u32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// `(busy, total)` ticks of all cores from `/proc/stat`'s `cpu` line: busy is user, nice, system,
@@ -103,6 +203,105 @@ mod tests {
         let stat = "4242 (tokio (rt) 1) S 1 4242 4242 0 -1 4194304 10 0 0 0 731 269 0 0 20 0 8";
         assert_eq!(process(stat), Some(1000));
         assert_eq!(process("4242 (x) S 1"), None);
+    }
+
+    #[test]
+    fn parent_is_read_past_the_name() {
+        let stat = "4242 (nginx: worker (x)) S 4200 4242 4242 0 -1 4194304 10 0 0 0 731 269";
+        assert_eq!(parent(stat), Some(4200));
+        assert_eq!(parent("4242 (x)"), None);
+    }
+
+    #[test]
+    fn children_of_finds_a_spawned_child_and_only_its_own() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let found = children_of(std::process::id());
+        let theirs = children_of(child.id());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(found.contains(&child.id()), "{found:?}");
+        assert!(!found.contains(&std::process::id()));
+        assert!(theirs.is_empty(), "{theirs:?}");
+    }
+
+    #[test]
+    fn the_table_lists_each_run_by_party() {
+        let mut t = Table::default();
+        assert_eq!(t.text(), None);
+        let split = |server| PerEvent {
+            hookgate_us: server,
+            bench_us: 4.0,
+            rest_us: 20.0,
+            busy_pct: 66.4,
+        };
+        t.push("HTTP ceiling: nginx", split(6.5), true);
+        t.push("hookgate intake", split(28.25), true);
+        t.push("pair 1: pgbench 1-row", split(0.0), false);
+        let text = t.text().unwrap();
+        assert!(text.contains("hookgate intake"), "{text}");
+        assert!(
+            text.contains("28.2") && text.contains("6.5") && text.contains("66%"),
+            "{text}"
+        );
+        assert_eq!(t.get("hookgate intake").unwrap().hookgate_us, 28.25);
+        assert_eq!(t.get("missing"), None);
+        let json = t.json();
+        assert_eq!(json[1]["run"], "hookgate intake");
+        assert_eq!(json[1]["server_us"], 28.25);
+        assert_eq!(json[0]["load_generator_us"], 4.0);
+        // pgbench has no server of its own to count: a dash, and null in the JSON.
+        let pgbench = text.lines().find(|l| l.starts_with("pair 1")).unwrap();
+        assert_eq!(pgbench.split_whitespace().nth(4), Some("-"), "{pgbench}");
+        assert!(json[2]["server_us"].is_null());
+    }
+
+    #[test]
+    fn reaped_reads_the_waited_for_childrens_time() {
+        let stat = "4242 (bench (x)) S 1 4242 4242 0 -1 4194304 10 0 0 0 731 269 40 2 20 0 8";
+        assert_eq!(reaped(stat), Some(42));
+        assert_eq!(reaped("4242 (x) S 1 2 3"), None);
+    }
+
+    #[test]
+    fn a_child_reaped_during_the_load_counts_as_the_load_generators() {
+        let own = || std::fs::read_to_string("/proc/self/stat").unwrap();
+        let (before, reaped_before) = (sample(&[]).unwrap(), reaped(&own()).unwrap());
+        // A child that spends a few hundred ms of CPU, waited for (as pgbench's runs are).
+        let status = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let (after, reaped_after) = (sample(&[]).unwrap(), reaped(&own()).unwrap());
+        let child = reaped_after - reaped_before;
+        assert!(child >= 5, "{reaped_before} -> {reaped_after}");
+        assert!(after.me - before.me >= child, "{before:?} {after:?}");
+    }
+
+    #[tokio::test]
+    async fn measured_counts_the_cpu_the_load_used_per_request() {
+        let ticks = || process(&std::fs::read_to_string("/proc/self/stat").unwrap()).unwrap();
+        let load = async {
+            // Two ticks of this process's CPU (20 ms), spent by the load itself.
+            let start = ticks();
+            let mut x = 0u64;
+            while ticks() < start + 2 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
+            Ok(10usize)
+        };
+        let (n, split) = measured(vec![std::process::id()], load, |n| *n)
+            .await
+            .unwrap();
+        assert_eq!(n, 10);
+        // At least 20 ms over 10 requests, counted as the server's (the pid given) and this
+        // process's alike.
+        let split = split.unwrap();
+        assert!(split.hookgate_us >= 2_000.0, "{split:?}");
+        assert!(split.bench_us >= 2_000.0, "{split:?}");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! in pairs run beside it (`paired.rs`).
 
 use super::autovacuum::watched;
+use super::cpu;
 use super::load;
 use super::open_loop::{self, Pace};
 use super::paired;
@@ -14,6 +15,44 @@ use super::wal;
 use super::{Anchors, BenchArgs};
 use anyhow::Context;
 use std::time::Duration;
+
+const INTAKE_ROW: &str = "hookgate intake (HTTP, verify, commit)";
+const DUPLICATES_ROW: &str = "duplicates (re-sent accepted events)";
+
+/// How the receiver's own work compares with the HTTP ceiling's server, as figures: the rate at
+/// which it answers duplicates from memory (HTTP, verification, no database); the most any
+/// receiver could reach beside this load generator and database, were its own CPU free; and its
+/// CPU per request beside the server's, for new events and for those duplicates.
+fn against_the_ceiling(anchors: &Anchors, from_memory: f64, report: &mut Report) {
+    let Some((ceiling, server)) = anchors.ceiling else {
+        return;
+    };
+    report.figure(
+        &format!("duplicates from memory / HTTP ceiling ({server})"),
+        from_memory / ceiling,
+    );
+    if let Some(rest) = report.cpu_of(INTAKE_ROW).map(|c| c.bench_us + c.rest_us) {
+        // Every core busy, and the receiver costing nothing: what the load generator and the
+        // database beside it leave room for.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        if rest > 0.0 {
+            let name = format!("intake with a receiver free of CPU / HTTP ceiling ({server})");
+            report.figure(&name, cores * 1e6 / rest / ceiling);
+        }
+    }
+    let Some(theirs) = report.cpu_of(super::ceiling::row_of(server)) else {
+        return;
+    };
+    for (row, what) in [
+        (INTAKE_ROW, "receiver CPU per new event"),
+        (DUPLICATES_ROW, "receiver CPU per duplicate"),
+    ] {
+        if let Some(ours) = report.cpu_of(row).filter(|_| theirs.hookgate_us > 0.0) {
+            let name = format!("{what} / {server}'s per request");
+            report.figure(&name, ours.hookgate_us / theirs.hookgate_us);
+        }
+    }
+}
 
 /// The receiver as a child process: max rate, duplicates, half-rate latency and its memory.
 pub async fn run(
@@ -36,18 +75,17 @@ pub async fn run(
         wal::Meter::start(&env.pool).await,
         wal::batches(receiver.admin).await,
     );
-    let max = watched(&env.pool, report, "intake", || {
-        load::closed_loop(receiver.addr, &requests, args.concurrency)
+    let (max, split) = watched(&env.pool, report, "intake", || {
+        let load = load::closed_loop(receiver.addr, &requests, args.concurrency);
+        cpu::measured(vec![receiver.pid()], load, |o| o.run.count)
     })
     .await?;
     max.expect_all(200, false, "intake")?;
+    report.cpu(INTAKE_ROW, split);
     let per_commit = wal::per_commit(batches, wal::batches(receiver.admin).await);
     let w = wal::measured(meter, &env.pool, per_commit).await;
     report.wal("hookgate intake (closed loop)", w);
-    report.push(Row::throughput(
-        "hookgate intake (HTTP, verify, commit)",
-        &max.run,
-    ));
+    report.push(Row::throughput(INTAKE_ROW, &max.run));
     let rate = max.run.rate();
     if let Some((a, b)) = anchors.baselines {
         report.ratio("intake / baseline A", rate / a, 1.5);
@@ -70,16 +108,16 @@ pub async fn run(
         .admin
         .context("the receiver serves its admin port")?;
     let [before] = scrape::counters(admin, [scrape::REMEMBERED]).await?;
-    let dups = watched(&env.pool, report, "duplicates", || {
-        load::closed_loop(receiver.addr, &requests, args.concurrency)
+    let (dups, split) = watched(&env.pool, report, "duplicates", || {
+        let load = load::closed_loop(receiver.addr, &requests, args.concurrency);
+        cpu::measured(vec![receiver.pid()], load, |o| o.run.count)
     })
     .await?;
     dups.expect_all(200, true, "duplicates")?;
     let [after] = scrape::counters(admin, [scrape::REMEMBERED]).await?;
-    report.push(Row::throughput(
-        "duplicates (re-sent accepted events)",
-        &dups.run,
-    ));
+    report.push(Row::throughput(DUPLICATES_ROW, &dups.run));
+    report.cpu(DUPLICATES_ROW, split);
+    against_the_ceiling(anchors, dups.run.rate(), report);
     report.limit("duplicate p99 (ms)", dups.run.p99_ms(), 5.0);
     let remembered = (after - before) as usize;
     if remembered < requests.len() {
@@ -138,15 +176,15 @@ async fn database_duplicates(
     eprintln!("bench: duplicates without the receiver's memory");
     let receiver = env.spawn_receiver_with(None, &["--dedupe-cache-mib", "0"])?;
     receiver.wait_ready().await?;
-    let dups = watched(&env.pool, report, "duplicates without memory", || {
-        load::closed_loop(receiver.addr, requests, args.concurrency)
+    let (dups, split) = watched(&env.pool, report, "duplicates without memory", || {
+        let load = load::closed_loop(receiver.addr, requests, args.concurrency);
+        cpu::measured(vec![receiver.pid()], load, |o| o.run.count)
     })
     .await?;
     dups.expect_all(200, true, "duplicates without memory")?;
-    report.push(Row::throughput(
-        "duplicates, no memory (each asks the inbox)",
-        &dups.run,
-    ));
+    const ROW: &str = "duplicates, no memory (each asks the inbox)";
+    report.push(Row::throughput(ROW, &dups.run));
+    report.cpu(ROW, split);
     report.figure("duplicate p99 without the memory (ms)", dups.run.p99_ms());
     receiver.stop();
     Ok(())

@@ -260,8 +260,9 @@ async fn http_ceiling(
     eprintln!("bench: HTTP ceiling, minimal hyper server");
     let hyper = ceiling::spawn_hyper(env)?;
     hyper.wait_ready().await?;
-    let h = ceiling::closed_loop(
+    let (h, split) = ceiling::closed_loop(
         hyper.addr,
+        || vec![hyper.pid()],
         &warmup,
         &requests,
         args.concurrency,
@@ -270,7 +271,8 @@ async fn http_ceiling(
     )
     .await?;
     hyper.stop();
-    report.push(Row::throughput("HTTP ceiling: hyper server, fixed 200", &h));
+    report.push(Row::throughput(ceiling::HYPER_ROW, &h));
+    report.cpu(ceiling::HYPER_ROW, split);
     let Some(bin) = ceiling::find_nginx() else {
         report.note(
             "nginx not found (PATH, /usr/sbin): the HTTP ceiling is the hyper server's".into(),
@@ -279,8 +281,9 @@ async fn http_ceiling(
     };
     eprintln!("bench: HTTP ceiling, nginx ({})", bin.display());
     let nginx = ceiling::Nginx::start(&bin).await?;
-    let n = ceiling::closed_loop(
+    let (n, split) = ceiling::closed_loop(
         nginx.addr,
+        || nginx.pids(),
         &warmup,
         &requests,
         args.concurrency,
@@ -289,6 +292,7 @@ async fn http_ceiling(
     )
     .await?;
     drop(nginx);
-    report.push(Row::throughput("HTTP ceiling: nginx, fixed 200", &n));
+    report.push(Row::throughput(ceiling::NGINX_ROW, &n));
+    report.cpu(ceiling::NGINX_ROW, split);
     Ok((n.rate(), "nginx"))
 }

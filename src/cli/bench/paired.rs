@@ -7,6 +7,7 @@
 
 use super::BenchArgs;
 use super::autovacuum::around;
+use super::cpu;
 use super::load;
 use super::pgbench;
 use super::report::Report;
@@ -69,6 +70,8 @@ pub async fn run(
     let n = requests_for(rate, run, args.events);
     let body = requests::body(0, args.body_bytes);
     let mut pairs = Vec::new();
+    // PostgreSQL's CPU per row, the intake's over pgbench's, pair by pair.
+    let mut database_per_row = Vec::new();
     for k in 0..args.pgbench_runs as usize {
         eprintln!(
             "bench: intake and pgbench 1-row, pair {} of {} ({} s each)",
@@ -81,14 +84,20 @@ pub async fn run(
         let pgbench_side = async {
             env.reset().await?;
             let meter = wal::Meter::start(&env.pool).await;
+            let before = cpu::sample(&[]);
             let (rate, note) = around(&env.pool, &format!("pair {}, pgbench", k + 1), || {
                 pgbench::rows_per_second(pgbench_bin, &env.url, 1, args.concurrency, run, &body)
             })
             .await;
-            anyhow::Ok((
-                (rate?, wal::measured(meter, &env.pool, Some(1.0)).await),
-                note,
-            ))
+            let after = cpu::sample(&[]);
+            let w = wal::measured(meter, &env.pool, Some(1.0)).await;
+            // Per row it inserted; pgbench's own CPU counts as the load generator's (it is
+            // reaped by then), PostgreSQL's as the rest.
+            let rows = w.as_ref().map_or(0, |w| w.rows.max(0) as usize);
+            let split = before
+                .zip(after)
+                .and_then(|(b, a)| cpu::per_event(b, a, rows));
+            anyhow::Ok(((rate?, w, split), note))
         };
         let intake_side = async {
             env.reset().await?;
@@ -97,32 +106,36 @@ pub async fn run(
                 wal::batches(receiver.admin).await,
             );
             let (out, note) = around(&env.pool, &format!("pair {}, intake", k + 1), || {
-                load::closed_loop_for(receiver.addr, &signed, args.concurrency, Some(run))
+                let load =
+                    load::closed_loop_for(receiver.addr, &signed, args.concurrency, Some(run));
+                cpu::measured(vec![receiver.pid()], load, |o| o.run.count)
             })
             .await;
-            let out = out?;
+            let (out, split) = out?;
             out.expect_all(200, false, "paired intake")?;
             let per_commit = wal::per_commit(batches, wal::batches(receiver.admin).await);
-            anyhow::Ok((
-                (
-                    out.run.rate(),
-                    wal::measured(meter, &env.pool, per_commit).await,
-                ),
-                note,
-            ))
+            let w = wal::measured(meter, &env.pool, per_commit).await;
+            anyhow::Ok(((out.run.rate(), w, split), note))
         };
-        // Each side: (its rate and WAL, a note when autovacuum worked while it ran).
-        let (((pgbench, pgbench_wal), pgbench_note), ((intake, intake_wal), intake_note)) =
-            if pgbench_first(k) {
-                let p = pgbench_side.await?;
-                (p, intake_side.await?)
-            } else {
-                let i = intake_side.await?;
-                (pgbench_side.await?, i)
-            };
+        // Each side: (its rate, WAL and CPU, a note when autovacuum worked while it ran).
+        let (
+            ((pgbench, pgbench_wal, pgbench_cpu), pgbench_note),
+            ((intake, intake_wal, intake_cpu), intake_note),
+        ) = if pgbench_first(k) {
+            let p = pgbench_side.await?;
+            (p, intake_side.await?)
+        } else {
+            let i = intake_side.await?;
+            (pgbench_side.await?, i)
+        };
         let pair = Pair { pgbench, intake };
         report.wal(&format!("pair {}: pgbench 1-row", k + 1), pgbench_wal);
         report.wal(&format!("pair {}: intake", k + 1), intake_wal);
+        report.cpu_without_server(&format!("pair {}: pgbench 1-row", k + 1), pgbench_cpu);
+        report.cpu(&format!("pair {}: intake", k + 1), intake_cpu);
+        if let Some((p, i)) = pgbench_cpu.zip(intake_cpu).filter(|(p, _)| p.rest_us > 0.0) {
+            database_per_row.push(i.rest_us / p.rest_us);
+        }
         report.note(format!(
             "pair {}: pgbench 1-row {:.0} rows/s, intake {:.0} events/s ({} first): {:.2}x",
             k + 1,
@@ -141,6 +154,12 @@ pub async fn run(
         }
     }
     report.ratio("intake / pgbench 1-row, paired", median_ratio(&pairs), 1.5);
+    if !database_per_row.is_empty() {
+        report.figure(
+            "PostgreSQL CPU per row, intake / pgbench (pairs)",
+            pgbench::median(&database_per_row),
+        );
+    }
     let text = pairs
         .iter()
         .enumerate()

@@ -85,6 +85,7 @@ pub struct Report {
     /// What was skipped and why (a missing tool, a ratio without its other side).
     notes: Vec<String>,
     wal: super::wal::Table,
+    cpu: super::cpu::Table,
 }
 
 impl Report {
@@ -115,6 +116,7 @@ impl Report {
             sections: Vec::new(),
             notes: Vec::new(),
             wal: Default::default(),
+            cpu: Default::default(),
         }
     }
 
@@ -141,6 +143,25 @@ impl Report {
             }
             self.wal.push(run, w);
         }
+    }
+
+    /// A run's CPU per request by party; `None` (`/proc` could not be read) leaves it out.
+    pub fn cpu(&mut self, run: &str, split: Option<super::cpu::PerEvent>) {
+        if let Some(split) = split {
+            self.cpu.push(run, split, true);
+        }
+    }
+
+    /// The same for a run without a server process of its own (pgbench).
+    pub fn cpu_without_server(&mut self, run: &str, split: Option<super::cpu::PerEvent>) {
+        if let Some(split) = split {
+            self.cpu.push(run, split, false);
+        }
+    }
+
+    /// A run's CPU per request, if it was measured.
+    pub fn cpu_of(&self, run: &str) -> Option<super::cpu::PerEvent> {
+        self.cpu.get(run)
     }
 
     /// Something the reader must know about this run (also said on stderr when it happens).
@@ -215,6 +236,9 @@ impl Report {
         if let Some(wal) = self.wal.text() {
             let _ = write!(out, "\n{wal}");
         }
+        if let Some(cpu) = self.cpu.text() {
+            let _ = write!(out, "\n{cpu}");
+        }
         let _ = writeln!(
             out,
             "\n{:<44} {:>10} {:>10}  result",
@@ -271,6 +295,7 @@ impl Report {
             report[&s.key] = s.json.clone();
         }
         report["wal"] = self.wal.json();
+        report["cpu_per_request"] = self.cpu.json();
         serde_json::to_string_pretty(&report).expect("plain JSON")
     }
 }
