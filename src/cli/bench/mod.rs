@@ -10,6 +10,7 @@ mod args;
 mod autovacuum;
 mod ceiling;
 mod cpu;
+mod cpu_table;
 mod deployment;
 mod fields;
 mod intake;

@@ -85,7 +85,7 @@ pub struct Report {
     /// What was skipped and why (a missing tool, a ratio without its other side).
     notes: Vec<String>,
     wal: super::wal::Table,
-    cpu: super::cpu::Table,
+    cpu: super::cpu_table::Table,
 }
 
 impl Report {
