@@ -70,6 +70,16 @@ fn notes(report: &Value) -> Vec<&str> {
         .collect()
 }
 
+/// A figure of the report (a ratio or value printed without a target), by name.
+fn figure_of(report: &Value, name: &str) -> Option<f64> {
+    report["figures"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no figures in {report}"))
+        .iter()
+        .find(|f| f["figure"] == name)
+        .map(|f| f["value"].as_f64().unwrap())
+}
+
 fn phases(report: &Value) -> Vec<&str> {
     names(report, "phases", "phase")
 }
@@ -235,12 +245,7 @@ fn bench_runs_every_phase_and_reports_every_figure() {
     );
     // The primitive's own share of the HMAC target, beside it but not one of the targets.
     let figures = report["figures"].as_array().unwrap();
-    let figure = |name: &str| {
-        figures
-            .iter()
-            .find(|f| f["figure"] == name)
-            .map(|f| f["value"].as_f64().unwrap())
-    };
+    let figure = |name: &str| figure_of(&report, name);
     for kib in [1, 16] {
         let f = figure(&format!("HMAC alone / raw SHA-256, {kib} KiB"));
         assert!(f.is_some_and(|v| v > 0.0), "{kib} KiB: {figures:?}");
@@ -826,12 +831,7 @@ fn bench_notes_a_run_sessions_of_another_database_wrote_and_left_during() {
 /// it, each equal to what the table says; how many of those figures the report has.
 fn receiver_beside_the_ceiling(report: &Value, nginx: bool, pgbench: bool) -> usize {
     let figures = report["figures"].as_array().unwrap();
-    let figure = |name: &str| {
-        figures
-            .iter()
-            .find(|f| f["figure"] == name)
-            .map(|f| f["value"].as_f64().unwrap())
-    };
+    let figure = |name: &str| figure_of(report, name);
     let cpu = report["cpu_per_request"].as_array().unwrap();
     let split = |run: &str| {
         cpu.iter()

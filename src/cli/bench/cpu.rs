@@ -102,15 +102,20 @@ pub async fn measured<T>(
 /// cutime + cstime from a `/proc/<pid>/stat` (fields 16 and 17): the CPU of the children it has
 /// waited for.
 fn reaped(stat: &str) -> Option<u64> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    Some(f.get(13)?.parse::<u64>().ok()? + f.get(14)?.parse::<u64>().ok()?)
+    Some(field(stat, 16)? + field(stat, 17)?)
 }
 
 /// The parent's pid from a `/proc/<pid>/stat` (field 4).
 fn parent(stat: &str) -> Option<u32> {
+    field(stat, 4)?.try_into().ok()
+}
+
+/// Field `n` (counted from 1, as proc(5) does) of a `/proc/<pid>/stat`, read past the command
+/// name, which is in parentheses and may hold spaces and parentheses itself.
+fn field(stat: &str, n: usize) -> Option<u64> {
+    // The name is field 2, so field 3 is the first after its closing parenthesis.
     let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
+    rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
 }
 
 /// `(busy, total)` ticks of all cores from `/proc/stat`'s `cpu` line: busy is user, nice, system,
@@ -130,10 +135,7 @@ fn machine(stat: &str) -> Option<(u64, u64)> {
 /// utime + stime of one process from its `/proc/<pid>/stat` (fields 14 and 15; the command name
 /// before them is in parentheses and may hold spaces).
 fn process(stat: &str) -> Option<u64> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // After the name: state is field 3, so utime (14) and stime (15) are at 11 and 12.
-    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+    Some(field(stat, 14)? + field(stat, 15)?)
 }
 
 #[cfg(test)]
