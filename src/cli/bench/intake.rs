@@ -40,14 +40,17 @@ fn against_the_ceiling(anchors: &Anchors, from_memory: f64, report: &mut Report)
             report.figure(&name, cores * 1e6 / rest / ceiling);
         }
     }
-    let Some(theirs) = report.cpu_of(super::ceiling::row_of(server)) else {
+    let Some(theirs) = report
+        .cpu_of(super::ceiling::row_of(server))
+        .filter(|c| c.hookgate_us > 0.0)
+    else {
         return;
     };
     for (row, what) in [
         (INTAKE_ROW, "receiver CPU per new event"),
         (DUPLICATES_ROW, "receiver CPU per duplicate"),
     ] {
-        if let Some(ours) = report.cpu_of(row).filter(|_| theirs.hookgate_us > 0.0) {
+        if let Some(ours) = report.cpu_of(row) {
             let name = format!("{what} / {server}'s per request");
             report.figure(&name, ours.hookgate_us / theirs.hookgate_us);
         }
