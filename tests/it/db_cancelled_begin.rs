@@ -34,11 +34,22 @@ async fn a_write_on_the_connection_of_a_cancelled_begin_is_committed(pool: PgPoo
         .unwrap();
     assert_eq!(claimed.len(), 1);
 
+    // BEGIN cancelled while it waits for the server's answer. A statement sent just before it and
+    // left running (a second's sleep) holds that answer back, so the BEGIN is on the wire and
+    // unanswered when it is dropped, however quickly a loaded machine would answer it alone (CI
+    // once had the answer by the first poll).
     let mut conn = one.acquire().await.unwrap();
-    let begin = sqlx::Connection::begin(&mut *conn);
+    // The simple protocol: sent by the first poll, where a prepared statement would first wait
+    // for its Parse to be answered.
+    let sleeping = sqlx::raw_sql("SELECT pg_sleep(1)")
+        .execute(&mut *conn)
+        .now_or_never()
+        .is_some();
+    assert!(!sleeping, "the sleep is still running");
+    let answered = sqlx::Connection::begin(&mut *conn).now_or_never().is_some();
     assert!(
-        begin.now_or_never().is_none(),
-        "BEGIN waits for the server's answer: cancelled while it does"
+        !answered,
+        "BEGIN waits behind the sleep for the server's answer: cancelled while it does"
     );
     drop(conn);
 
