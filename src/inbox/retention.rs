@@ -134,20 +134,28 @@ pub const WITH_FINISHED: &str = "WITH RECURSIVE names(integration) AS (\
      FROM names n WHERE n.integration IS NOT NULL) \
      SELECT integration FROM names WHERE integration IS NOT NULL";
 
-/// Runs `batch` until one changes fewer than [`BATCH`] rows; the total changed.
-async fn in_batches<F, Fut>(mut batch: F) -> Result<u64>
+/// Asked before each batch of a long walk: true once its caller is stopping, and the walk ends
+/// with the batches it committed (the rest waits for the next pass).
+pub type Stop<'a> = &'a (dyn Fn() -> bool + Sync);
+
+/// A walk nobody stops.
+pub const NEVER: Stop<'static> = &|| false;
+
+/// Runs `batch` until one changes fewer than [`BATCH`] rows or `stop` says so; the total changed.
+async fn in_batches<F, Fut>(stop: Stop<'_>, mut batch: F) -> Result<u64>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<u64>>,
 {
     let mut total = 0;
-    loop {
+    while !stop() {
         let n = batch().await?;
         total += n;
         if n < BATCH {
-            return Ok(total);
+            break;
         }
     }
+    Ok(total)
 }
 
 impl Inbox {
@@ -161,13 +169,25 @@ impl Inbox {
         finished_before: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<u64> {
+        self.purge_payloads_until(integration, finished_before, now, NEVER)
+            .await
+    }
+
+    /// [`Inbox::purge_payloads`], asking `stop` before each batch.
+    pub async fn purge_payloads_until(
+        &self,
+        integration: &str,
+        finished_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+        stop: Stop<'_>,
+    ) -> Result<u64> {
         let empty: &[u8] = &[];
         let lift = super::lift_statement_timeout(self);
         let sql = match self {
             Inbox::Postgres(_) => PURGE_PG,
             Inbox::Sqlite(_) => PURGE_SQLITE,
         };
-        in_batches(|| async {
+        in_batches(stop, || async {
             backend!(self, pool => {
                 // Under load a batch may take longer than the request-path statement timeout.
                 let mut tx = pool.begin().await?;
@@ -195,7 +215,21 @@ impl Inbox {
         integration: &str,
         finished_before: DateTime<Utc>,
     ) -> Result<u64> {
-        in_batches(|| self.delete_finished_batch(integration, finished_before)).await
+        self.delete_finished_until(integration, finished_before, NEVER)
+            .await
+    }
+
+    /// [`Inbox::delete_finished`], asking `stop` before each batch.
+    pub async fn delete_finished_until(
+        &self,
+        integration: &str,
+        finished_before: DateTime<Utc>,
+        stop: Stop<'_>,
+    ) -> Result<u64> {
+        in_batches(stop, || {
+            self.delete_finished_batch(integration, finished_before)
+        })
+        .await
     }
 
     async fn delete_finished_batch(
@@ -247,7 +281,7 @@ impl Inbox {
             Inbox::Postgres(_) => PRUNE_NONCES_PG,
             Inbox::Sqlite(_) => PRUNE_NONCES_SQLITE,
         };
-        in_batches(|| async {
+        in_batches(NEVER, || async {
             backend!(self, pool => {
                 Ok(sqlx::query(sql).bind(now).execute(pool).await?.rows_affected())
             })
@@ -260,5 +294,37 @@ impl Inbox {
         backend!(self, pool => {
             Ok(sqlx::query_scalar(WITH_FINISHED).fetch_all(pool).await?)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// Full batches until the third is asked for, when the caller has begun stopping.
+    #[tokio::test]
+    async fn a_walk_asked_to_stop_ends_before_its_next_batch() {
+        let ran = AtomicU64::new(0);
+        let stop = || ran.load(Ordering::SeqCst) == 2;
+        let total = in_batches(&stop, || async {
+            ran.fetch_add(1, Ordering::SeqCst);
+            Ok(BATCH)
+        })
+        .await
+        .unwrap();
+        assert_eq!((ran.into_inner(), total), (2, 2 * BATCH));
+    }
+
+    #[tokio::test]
+    async fn a_walk_nobody_stops_ends_at_its_first_short_batch() {
+        let ran = AtomicU64::new(0);
+        let total = in_batches(NEVER, || async {
+            let n = ran.fetch_add(1, Ordering::SeqCst);
+            Ok(if n < 3 { BATCH } else { 7 })
+        })
+        .await
+        .unwrap();
+        assert_eq!((ran.into_inner(), total), (4, 3 * BATCH + 7));
     }
 }

@@ -8,10 +8,21 @@ use chrono::Utc;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub(super) async fn refresh(inbox: Inbox, metrics: Arc<Metrics>, every: Duration) {
+/// Refreshes the gauges every `every` until `stop` turns true (or its sender is gone); a read
+/// under way is finished first, so the process waits for at most that statement.
+pub(super) async fn refresh(
+    inbox: Inbox,
+    metrics: Arc<Metrics>,
+    every: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
     let mut tick = tokio::time::interval(every);
     loop {
-        tick.tick().await;
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => return,
+            _ = tick.tick() => {}
+        }
         match inbox.backlog_for_gauges(Utc::now(), every).await {
             Ok(Some(figures)) => metrics.set_inbox(&figures.backlog),
             // Another process's first turn, not written yet: the next tick has it.

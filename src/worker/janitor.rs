@@ -11,10 +11,13 @@
 //! one tenant's held row kept every tenant after it, and the nonces, waiting. A database that
 //! cannot be reached at all ends the pass at once: every further step would wait for a connection
 //! in vain.
+//!
+//! A process that stops ends its pass between two batches and gives its turn back. Until round 44
+//! the pass was aborted mid-statement, and the rest of it waited for the next period.
 
 use super::Worker;
 use crate::crd::defaults;
-use crate::inbox::{Error, Inbox};
+use crate::inbox::{Error, Inbox, NEVER_STOPS, Stop};
 use crate::time;
 use chrono::Utc;
 use std::time::Duration;
@@ -82,6 +85,9 @@ pub struct Failed {
 pub struct Pass {
     pub swept: Swept,
     pub failed: Vec<Failed>,
+    /// The process began stopping during the pass, which ended between two batches: the rest
+    /// waits for the next pass.
+    pub stopped: bool,
 }
 
 impl Pass {
@@ -102,9 +108,11 @@ impl Pass {
         }
     }
 
-    /// The last failure says the database cannot be reached: the rest waits for the next pass.
-    fn gave_up(&self) -> bool {
-        self.failed.last().is_some_and(|f| f.error.is_unreachable())
+    /// The last failure says the database cannot be reached, or the process is stopping: the
+    /// rest waits for the next pass.
+    fn over(&mut self, stop: Stop<'_>) -> bool {
+        self.stopped |= stop();
+        self.stopped || self.failed.last().is_some_and(|f| f.error.is_unreachable())
     }
 
     fn fail(&mut self, worker: &Worker, step: Step, integration: Option<&str>, error: Error) {
@@ -120,8 +128,16 @@ impl Pass {
 /// One pass over every integration in the inbox. Integrations no longer configured keep the
 /// default retention, so their rows do not stay forever.
 pub async fn sweep(inbox: &Inbox, worker: &Worker) -> Pass {
+    sweep_until(inbox, worker, NEVER_STOPS).await
+}
+
+/// [`sweep`], ending between two steps or two batches once `stop` says so.
+pub async fn sweep_until(inbox: &Inbox, worker: &Worker, stop: Stop<'_>) -> Pass {
     let now = Utc::now();
     let mut pass = Pass::default();
+    if pass.over(stop) {
+        return pass;
+    }
     let targets = worker.targets_snapshot();
     let mut retention: Vec<(String, Duration, Duration)> = targets
         .values()
@@ -144,7 +160,7 @@ pub async fn sweep(inbox: &Inbox, worker: &Worker) -> Pass {
             ),
             Err(e) => pass.fail(worker, Step::Integrations, None, e),
         }
-        if pass.gave_up() {
+        if pass.over(stop) {
             return pass;
         }
     }
@@ -155,17 +171,17 @@ pub async fn sweep(inbox: &Inbox, worker: &Worker) -> Pass {
     for (integration, payload, dedupe) in retention {
         let i = Some(integration.as_str());
         let purged = inbox
-            .purge_payloads(&integration, time::before(now, payload), now)
+            .purge_payloads_until(&integration, time::before(now, payload), now, stop)
             .await;
         pass.swept.purged += pass.count(worker, Step::Purge, i, purged);
-        if pass.gave_up() {
+        if pass.over(stop) {
             return pass;
         }
         let deleted = inbox
-            .delete_finished(&integration, time::before(now, dedupe))
+            .delete_finished_until(&integration, time::before(now, dedupe), stop)
             .await;
         pass.swept.deleted += pass.count(worker, Step::Delete, i, deleted);
-        if pass.gave_up() {
+        if pass.over(stop) {
             return pass;
         }
         unchanged_before.push((integration, time::before(now, dedupe)));
@@ -175,12 +191,12 @@ pub async fn sweep(inbox: &Inbox, worker: &Worker) -> Pass {
     if let Some(e) = walk.failed {
         pass.fail(worker, Step::Versions, None, e);
     }
-    if pass.gave_up() {
+    if pass.over(stop) {
         return pass;
     }
     let nonces = inbox.prune_nonces(now).await;
     pass.swept.nonces = pass.count(worker, Step::Nonces, None, nonces);
-    if worker.targets_loaded() && !pass.gave_up() {
+    if worker.targets_loaded() && !pass.over(stop) {
         let configured: Vec<String> = targets.keys().cloned().collect();
         let records = inbox.forget_gone_integrations(&configured).await;
         pass.swept.records = pass.count(worker, Step::Records, None, records);
@@ -207,17 +223,55 @@ pub async fn pass_if_due(
     now: chrono::DateTime<Utc>,
     every: Duration,
 ) -> crate::inbox::Result<Option<Pass>> {
+    pass_if_due_until(inbox, worker, now, every, NEVER_STOPS).await
+}
+
+/// [`pass_if_due`], ending between two steps or two batches once `stop` says so. A pass that
+/// ends so gives its turn back: the next process to ask (this one restarted, or another) makes
+/// the rest at once, not a period later.
+pub async fn pass_if_due_until(
+    inbox: &Inbox,
+    worker: &Worker,
+    now: chrono::DateTime<Utc>,
+    every: Duration,
+    stop: Stop<'_>,
+) -> crate::inbox::Result<Option<Pass>> {
     if !inbox.take_chore(CHORE, now, every).await? {
         return Ok(None);
     }
-    Ok(Some(sweep(inbox, worker).await))
+    let pass = sweep_until(inbox, worker, stop).await;
+    if pass.stopped {
+        match inbox.give_back_chore(CHORE, now, every).await {
+            Ok(_) => tracing::info!(
+                "retention janitor pass stopped with the process; its turn is given back"
+            ),
+            Err(e) => tracing::warn!(
+                error = %e,
+                "retention janitor pass stopped with the process and could not give its turn back; the rest waits a period"
+            ),
+        }
+    }
+    Ok(Some(pass))
 }
 
-pub async fn run(inbox: Inbox, worker: Worker, every: Duration) {
+/// A pass every `every` when it is this process's turn, until `stop` turns true (or its sender
+/// is gone). A pass under way then ends between two batches, so the process waits for at most the
+/// statement it is on.
+pub async fn run(
+    inbox: Inbox,
+    worker: Worker,
+    every: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
     let mut tick = tokio::time::interval(every);
     loop {
-        tick.tick().await;
-        match pass_if_due(&inbox, &worker, Utc::now(), every).await {
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => return,
+            _ = tick.tick() => {}
+        }
+        let stopping = || *stop.borrow();
+        match pass_if_due_until(&inbox, &worker, Utc::now(), every, &stopping).await {
             Ok(None) => tracing::debug!("retention janitor: another worker process made this pass"),
             Ok(Some(pass)) => log(&pass),
             Err(e) => tracing::warn!(error = %e, "retention janitor could not take its turn"),

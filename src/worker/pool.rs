@@ -31,15 +31,19 @@ impl Worker {
         let fair = Arc::new(Mutex::new(Fair::new(cfg.concurrency)));
         // Events whose integration holds its most slots, waiting for one of them: (event, handed).
         let mut parked: VecDeque<(Claimed, bool)> = VecDeque::new();
+        // The chores end the statement they are on when the pool stops (see below).
+        let (stop_chores, chores_stop) = tokio::sync::watch::channel(false);
         let janitor = tokio::spawn(janitor::run(
             self.inner.inbox.clone(),
             self.clone(),
             cfg.janitor_every,
+            chores_stop.clone(),
         ));
         let gauges = tokio::spawn(gauges::refresh(
             self.inner.inbox.clone(),
             self.inner.metrics.clone(),
             cfg.gauges_every,
+            chores_stop,
         ));
         // Receivers in other processes notify when they store events for a claim.
         let listening = match &self.inner.inbox {
@@ -244,8 +248,10 @@ impl Worker {
             }
             self.defer(&mut tasks, &fair, &mut deferred);
         }
-        janitor.abort();
-        gauges.abort();
+        // Aborted mid-statement, a retention pass would lose the batch it was on and leave the
+        // rest to the next period; stopped, it ends between two batches within the grace.
+        let _ = stop_chores.send(true);
+        let grace_ends = tokio::time::Instant::now() + cfg.grace;
         if let Some(l) = listening {
             l.abort();
         }
@@ -253,7 +259,7 @@ impl Worker {
         if let Some(h) = handed.as_mut() {
             h.close();
         }
-        let drained = tokio::time::timeout(cfg.grace, async {
+        let drained = tokio::time::timeout_at(grace_ends, async {
             while tasks.join_next().await.is_some() {}
         })
         .await;
@@ -277,6 +283,14 @@ impl Worker {
         // A thousand per statement: up to `--handoff-events` may have been held for this pool.
         let released = self.inner.inbox.release_many(&left, Utc::now()).await;
         let stopped = Stopped::after_release(left.len() as u64, released);
+        for mut chore in [janitor, gauges] {
+            if tokio::time::timeout_at(grace_ends, &mut chore)
+                .await
+                .is_err()
+            {
+                chore.abort();
+            }
+        }
         stopped.log();
         stopped
     }

@@ -44,6 +44,7 @@ mod inbox_figures_plans;
 mod inbox_gauges;
 mod janitor;
 mod janitor_locks;
+mod janitor_stop;
 mod listener_limits;
 mod manifests;
 mod notify;
