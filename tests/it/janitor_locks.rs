@@ -5,7 +5,7 @@
 
 use crate::common::destination::Answer;
 use crate::worker::{Setup, secs};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use hookgate::inbox::Inbox;
 use hookgate::worker::janitor::Swept;
 use sqlx::PgPool;
@@ -15,9 +15,14 @@ use std::time::Duration;
 /// besides them a stale ordering version, an expired nonce and the key use of a gone integration
 /// are due. The pass ends once the held row's wait reached the statement timeout, with all of it
 /// done but `w/orders`' event, and says which steps failed; the next pass does the rest.
-#[sqlx::test(migrations = "migrations/postgres")]
-async fn a_row_held_by_another_transaction_holds_up_only_its_own_step(pool: PgPool) {
-    let s = Setup::new(crate::common::with_statement_timeout(&pool, "300").await).await;
+/// `w/orders`' event `held` and `w/fast`'s `free`, delivered and finished 31 days ago (past the
+/// default retention), on an inbox whose statement timeout is `statement_timeout_ms`; and when.
+pub(crate) async fn two_finished_events(
+    pool: &PgPool,
+    statement_timeout_ms: &str,
+) -> (Setup, DateTime<Utc>) {
+    let s =
+        Setup::new(crate::common::with_statement_timeout(pool, statement_timeout_ms).await).await;
     let w = s.worker();
     let long_ago = Utc::now() - secs(31 * 86400);
     for (integration, id) in [("w/orders", "held"), ("w/fast", "free")] {
@@ -26,6 +31,23 @@ async fn a_row_held_by_another_transaction_holds_up_only_its_own_step(pool: PgPo
         assert_eq!(w.run_once().await.unwrap(), 1);
         s.finished_at(id, long_ago).await;
     }
+    (s, long_ago)
+}
+
+/// A transaction that holds `held`'s row until it ends.
+pub(crate) async fn hold(pool: &PgPool) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM inbox_events WHERE event_id = 'held' FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    holder
+}
+
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_row_held_by_another_transaction_holds_up_only_its_own_step(pool: PgPool) {
+    let (s, long_ago) = two_finished_events(&pool, "300").await;
+    let w = s.worker();
     for sql in [
         "INSERT INTO resource_versions (integration, resource_id, version, updated_at) \
          VALUES ('w/ordered', 'r1', 'i:1', $1)",
@@ -38,11 +60,7 @@ async fn a_row_held_by_another_transaction_holds_up_only_its_own_step(pool: PgPo
             .await
             .unwrap();
     }
-    let mut holder = pool.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM inbox_events WHERE event_id = 'held' FOR UPDATE")
-        .execute(&mut *holder)
-        .await
-        .unwrap();
+    let holder = hold(&pool).await;
 
     let pass = tokio::time::timeout(
         Duration::from_secs(20),

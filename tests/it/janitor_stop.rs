@@ -3,7 +3,7 @@
 //! process to ask makes the rest at once. Until round 44 the pass was aborted mid-statement: the
 //! batch under way was rolled back and the rest waited for the next period.
 
-use crate::common::destination::Answer;
+use crate::janitor_locks::{hold, two_finished_events};
 use crate::worker::{Setup, cfg, secs};
 use chrono::Utc;
 use hookgate::inbox::Inbox;
@@ -14,22 +14,13 @@ use std::time::Duration;
 
 const EVERY: Duration = hookgate::worker::defaults::JANITOR_EVERY;
 
-/// `w/orders`' event `held` and `w/fast`'s `free`, both finished long ago, and a stale ordering
-/// version: all of it due for the pass. Another transaction holds `held`'s row.
+/// `held` and `free` (`janitor_locks::two_finished_events`) and a stale ordering version, all due
+/// for the pass; another transaction holds `held`'s row.
 async fn due_with_a_held_row(
     pool: &PgPool,
     statement_timeout_ms: &str,
 ) -> (Setup, sqlx::Transaction<'static, sqlx::Postgres>) {
-    let s =
-        Setup::new(crate::common::with_statement_timeout(pool, statement_timeout_ms).await).await;
-    let w = s.worker();
-    let long_ago = Utc::now() - secs(31 * 86400);
-    for (integration, id) in [("w/orders", "held"), ("w/fast", "free")] {
-        s.dest.script([Answer::Status(200)]);
-        s.event(integration, id, "{}").await;
-        assert_eq!(w.run_once().await.unwrap(), 1);
-        s.finished_at(id, long_ago).await;
-    }
+    let (s, long_ago) = two_finished_events(pool, statement_timeout_ms).await;
     sqlx::query(
         "INSERT INTO resource_versions (integration, resource_id, version, updated_at) \
          VALUES ('w/ordered', 'r1', 'i:1', $1)",
@@ -38,12 +29,7 @@ async fn due_with_a_held_row(
     .execute(pool)
     .await
     .unwrap();
-    let mut holder = pool.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM inbox_events WHERE event_id = 'held' FOR UPDATE")
-        .execute(&mut *holder)
-        .await
-        .unwrap();
-    (s, holder)
+    (s, hold(pool).await)
 }
 
 /// Starts `w` (its janitor asks at once) and returns once its pass waits for the held row: the
