@@ -201,6 +201,12 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         // Each event's row went into the WAL with its 1 KiB body, then its completion.
         let wal = s["wal_bytes_per_event"].as_f64().unwrap();
         assert!(wal > 1024.0, "{s}");
+        // Autovacuum's work during the step, when it did any, in the intake notes' words.
+        let vacuum = &s["autovacuum"];
+        assert!(
+            vacuum.is_null() || vacuum.as_str().unwrap().starts_with("autovacuum "),
+            "{s}"
+        );
     }
     // The reported rate is the highest step that held, or 0 when none did.
     let held = steps

@@ -11,6 +11,7 @@
 
 use super::BenchArgs;
 use super::args::Topology;
+use super::autovacuum;
 use super::cpu;
 use super::deployment::Deployment;
 use super::load;
@@ -173,6 +174,7 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
     let counted_before = child.counted().await;
     let cpu_before = cpu::sample(&child.pids());
     let lsn_before = wal::lsn(&env.pool).await;
+    let vacuum_before = autovacuum::seen(&env.pool).await.ok();
     let out = open_loop::open_loop(child.addr(), &signer, args.open_loop_connections, pace).await?;
     let cpu_after = cpu::sample(&child.pids());
     // [handed over, claims] during the load.
@@ -188,6 +190,7 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
     // and counts with what it has waited so far.
     tokio::time::sleep(LATENCY_LIMIT).await;
     let lsn_after = wal::lsn(&env.pool).await;
+    let vacuum_after = autovacuum::seen(&env.pool).await.ok();
     let read_at = Utc::now();
     let processed = processed_at(env, n).await?;
     child.stop();
@@ -228,6 +231,9 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
             .zip(lsn_after)
             .filter(|_| out.fresh(200) > 0)
             .map(|(b, a)| (a - b) as f64 / out.fresh(200) as f64),
+        autovacuum: vacuum_before
+            .zip(vacuum_after)
+            .and_then(|(b, a)| autovacuum::during(b, a)),
     })
 }
 
@@ -266,8 +272,13 @@ fn line(k: usize, s: &Step) -> String {
         ),
         None => format!("{:>8} {:>8} {:>8} {:>6}", "-", "-", "-", "-"),
     };
+    // A miss beside autovacuum's work on the same cores says so on its line.
+    let vacuum = match &s.autovacuum {
+        Some(said) => format!(" [{said}]"),
+        None => String::new(),
+    };
     format!(
-        "{k:>4} {:>10.0} {:>10.0} {:>9.2}ms {:>6} {:>11.0} {:>9} {:>10.1}ms {:>10.1}ms {cpu} {handed} {claims} {wal}  {}{}",
+        "{k:>4} {:>10.0} {:>10.0} {:>9.2}ms {:>6} {:>11.0} {:>9} {:>10.1}ms {:>10.1}ms {cpu} {handed} {claims} {wal}  {}{}{vacuum}",
         s.offered,
         s.intake,
         s.intake_p99_ms,
@@ -294,7 +305,8 @@ fn table(args: &BenchArgs, steps: &[Step]) -> String {
          CPU µs per accepted event during the load: hookgate, the bench (load generator and sink), the rest of the machine (PostgreSQL); busy = of all cores; \
          handed = accepted events the receiver handed over to the workers of its process (no claim); \
          claims/1k = the workers' claims (found events or not) per 1,000 accepted events; \
-         WAL B/ev = WAL bytes PostgreSQL wrote per accepted event until the step's events were delivered",
+         WAL B/ev = WAL bytes PostgreSQL wrote per accepted event until the step's events were delivered; \
+         [autovacuum ...] = what PostgreSQL's autovacuum did meanwhile, on the same cores",
         args.pipeline_topology.label(),
         args.pipeline_secs,
         args.open_loop_connections

@@ -41,6 +41,9 @@ pub struct Step {
     /// WAL bytes written per accepted event, from the load's start until its events were
     /// delivered or the latency limit passed: the insert, the hand-over or claim, the completion.
     pub wal_bytes_per_event: Option<f64>,
+    /// What PostgreSQL's autovacuum did in the bench's database from the load's start until its
+    /// events were delivered (`None`: nothing), work on the same cores that the figures include.
+    pub autovacuum: Option<String>,
 }
 
 /// Sustainable: every event accepted, a backlog under one second of traffic at the end, and
