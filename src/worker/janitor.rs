@@ -86,7 +86,7 @@ pub struct Pass {
     pub swept: Swept,
     pub failed: Vec<Failed>,
     /// The process began stopping during the pass, which ended between two batches: the rest
-    /// waits for the next pass.
+    /// waits for the next pass, which the turn given back lets any process make at once.
     pub stopped: bool,
 }
 
