@@ -11,10 +11,6 @@ use hookgate::worker::janitor::Swept;
 use sqlx::PgPool;
 use std::time::Duration;
 
-/// `w/orders` has a finished event another transaction holds; `w/fast` has one nobody holds;
-/// besides them a stale ordering version, an expired nonce and the key use of a gone integration
-/// are due. The pass ends once the held row's wait reached the statement timeout, with all of it
-/// done but `w/orders`' event, and says which steps failed; the next pass does the rest.
 /// `w/orders`' event `held` and `w/fast`'s `free`, delivered and finished 31 days ago (past the
 /// default retention), on an inbox whose statement timeout is `statement_timeout_ms`; and when.
 pub(crate) async fn two_finished_events(
@@ -44,6 +40,10 @@ pub(crate) async fn hold(pool: &PgPool) -> sqlx::Transaction<'static, sqlx::Post
     holder
 }
 
+/// `w/orders` has a finished event another transaction holds; `w/fast` has one nobody holds;
+/// besides them a stale ordering version, an expired nonce and the key use of a gone integration
+/// are due. The pass ends once the held row's wait reached the statement timeout, with all of it
+/// done but `w/orders`' event, and says which steps failed; the next pass does the rest.
 #[sqlx::test(migrations = "migrations/postgres")]
 async fn a_row_held_by_another_transaction_holds_up_only_its_own_step(pool: PgPool) {
     let (s, long_ago) = two_finished_events(&pool, "300").await;
