@@ -3,8 +3,8 @@
 //! developer portal shows it). Discord checks the endpoint with signed PINGs.
 
 use super::{
-    Candidate, Envelope, Handshake, Rejection, SignInput, SigningKey, header_str,
-    parse_unix_seconds,
+    Candidate, Encoding, Envelope, Handshake, Rejection, SignInput, SigningKey, signature_header,
+    unix_seconds_header,
 };
 use axum::http::HeaderMap;
 use ed25519_dalek::{Signature, Signer};
@@ -14,13 +14,10 @@ pub const SIGNATURE: &str = "x-signature-ed25519";
 pub const TIMESTAMP: &str = "x-signature-timestamp";
 
 pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
-    let ts = header_str(headers, TIMESTAMP)?.ok_or(Rejection::Malformed("missing_timestamp"))?;
-    let timestamp = parse_unix_seconds(ts)?;
-    let candidates = match header_str(headers, SIGNATURE)? {
+    let (ts, timestamp) = unix_seconds_header(headers, TIMESTAMP)?;
+    let candidates = match signature_header(headers, SIGNATURE, "", Encoding::Hex)? {
         None => Vec::new(),
-        Some(v) => {
-            let bytes =
-                super::decode_hex(v).map_err(|_| Rejection::Malformed("bad_signature_header"))?;
+        Some(bytes) => {
             let sig = Signature::from_slice(&bytes)
                 .map_err(|_| Rejection::InvalidSignature("bad_signature_length"))?;
             vec![Candidate::Ed25519(sig)]

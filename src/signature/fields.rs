@@ -3,6 +3,60 @@
 
 use super::Rejection;
 use axum::http::HeaderMap;
+use axum::http::header::AsHeaderName;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+
+/// How a provider writes a signature's bytes in its header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    Hex,
+    Base64,
+}
+
+impl Encoding {
+    pub fn decode(self, s: &str) -> Option<Vec<u8>> {
+        match self {
+            Encoding::Hex => decode_hex(s).ok(),
+            Encoding::Base64 => STANDARD.decode(s).ok(),
+        }
+    }
+    pub fn encode(self, b: &[u8]) -> String {
+        match self {
+            Encoding::Hex => const_hex::encode(b),
+            Encoding::Base64 => STANDARD.encode(b),
+        }
+    }
+}
+
+/// The bytes of the one signature header `name` carries after `prefix` (`sha256=`, `v0=`, or
+/// none); `None` when the header is absent. A value without the prefix, or that does not decode,
+/// is malformed (400) in every scheme: only a well-formed signature can be a wrong one (401).
+pub fn signature_header(
+    headers: &HeaderMap,
+    name: impl AsHeaderName,
+    prefix: &str,
+    encoding: Encoding,
+) -> Result<Option<Vec<u8>>, Rejection> {
+    let Some(value) = header_str(headers, name)? else {
+        return Ok(None);
+    };
+    value
+        .strip_prefix(prefix)
+        .and_then(|v| encoding.decode(v))
+        .map(Some)
+        .ok_or(Rejection::Malformed("bad_signature_header"))
+}
+
+/// A required unix-seconds timestamp header: its text as sent (which the provider signs) and its
+/// value.
+pub fn unix_seconds_header(
+    headers: &HeaderMap,
+    name: impl AsHeaderName,
+) -> Result<(&str, i64), Rejection> {
+    let raw = header_str(headers, name)?.ok_or(Rejection::Malformed("missing_timestamp"))?;
+    Ok((raw, parse_unix_seconds(raw)?))
+}
 
 /// Parses an RFC 3339 timestamp header value (Twitch) to unix seconds.
 pub fn parse_rfc3339_seconds(s: &str) -> Result<i64, Rejection> {
@@ -13,10 +67,7 @@ pub fn parse_rfc3339_seconds(s: &str) -> Result<i64, Rejection> {
 
 /// A header's value exactly as sent; `None` when absent, an error when present but not visible
 /// ASCII, or when sent more than once.
-pub fn header_str(
-    headers: &HeaderMap,
-    name: impl axum::http::header::AsHeaderName,
-) -> Result<Option<&str>, Rejection> {
+pub fn header_str(headers: &HeaderMap, name: impl AsHeaderName) -> Result<Option<&str>, Rejection> {
     let mut lines = headers.get_all(name).iter();
     let Some(v) = lines.next() else {
         return Ok(None);
@@ -142,6 +193,54 @@ mod tests {
         assert_eq!(
             header_str(&h, "x-sig"),
             Err(Rejection::Malformed("non_ascii_header"))
+        );
+    }
+
+    #[test]
+    fn a_signature_header_is_its_prefix_then_the_encoded_bytes() {
+        let malformed = Err(Rejection::Malformed("bad_signature_header"));
+        let read = |value: &str, prefix: &str, encoding: Encoding| {
+            let mut h = HeaderMap::new();
+            h.insert("x-sig", HeaderValue::from_str(value).unwrap());
+            signature_header(&h, "x-sig", prefix, encoding)
+        };
+        assert_eq!(
+            signature_header(&HeaderMap::new(), "x-sig", "", Encoding::Hex),
+            Ok(None)
+        );
+        assert_eq!(
+            read("sha256=0aff", "sha256=", Encoding::Hex),
+            Ok(Some(vec![0x0a, 0xff]))
+        );
+        assert_eq!(
+            read("0aff", "sha256=", Encoding::Hex),
+            malformed,
+            "prefix missing"
+        );
+        assert_eq!(read("sha256=0x0aff", "sha256=", Encoding::Hex), malformed);
+        assert_eq!(
+            read("Cv8=", "", Encoding::Base64),
+            Ok(Some(vec![0x0a, 0xff]))
+        );
+        assert_eq!(read("not base64!", "", Encoding::Base64), malformed);
+    }
+
+    #[test]
+    fn a_timestamp_header_is_required_and_kept_as_sent() {
+        let mut h = HeaderMap::new();
+        assert_eq!(
+            unix_seconds_header(&h, "x-ts"),
+            Err(Rejection::Malformed("missing_timestamp"))
+        );
+        h.insert("x-ts", HeaderValue::from_static("0001700000000"));
+        assert_eq!(
+            unix_seconds_header(&h, "x-ts"),
+            Ok(("0001700000000", 1_700_000_000))
+        );
+        h.insert("x-ts", HeaderValue::from_static("-1"));
+        assert_eq!(
+            unix_seconds_header(&h, "x-ts"),
+            Err(Rejection::Malformed("bad_timestamp"))
         );
     }
 }

@@ -1,31 +1,8 @@
 //! The configurable layout shared by the `hmac-sha256` and `ed25519` schemes: which headers carry the
 //! signature, timestamp, event id and key id, and how the signed payload is assembled.
 
-use super::{Envelope, Rejection, header_str, parse_unix_seconds};
+use super::{Encoding, Envelope, Rejection, header_str, parse_unix_seconds, signature_header};
 use axum::http::HeaderMap;
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encoding {
-    Hex,
-    Base64,
-}
-
-impl Encoding {
-    pub fn decode(self, s: &str) -> Option<Vec<u8>> {
-        match self {
-            Encoding::Hex => super::decode_hex(s).ok(),
-            Encoding::Base64 => STANDARD.decode(s).ok(),
-        }
-    }
-    pub fn encode(self, b: &[u8]) -> String {
-        match self {
-            Encoding::Hex => const_hex::encode(b),
-            Encoding::Base64 => STANDARD.encode(b),
-        }
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Part {
@@ -155,19 +132,12 @@ impl GenericScheme {
             ),
             None => None,
         };
-        let signature = match header_str(headers, &self.signature_header)? {
-            None => None,
-            Some(v) => {
-                let v = v
-                    .strip_prefix(self.signature_prefix.as_str())
-                    .ok_or(Rejection::Malformed("bad_signature_header"))?;
-                Some(
-                    self.encoding
-                        .decode(v)
-                        .ok_or(Rejection::Malformed("bad_signature_header"))?,
-                )
-            }
-        };
+        let signature = signature_header(
+            headers,
+            &self.signature_header,
+            &self.signature_prefix,
+            self.encoding,
+        )?;
         let (prefix, suffix) = self
             .template
             .render(timestamp_raw.unwrap_or("").as_bytes(), event_id.as_bytes());

@@ -1,7 +1,10 @@
 //! GitHub: `X-Hub-Signature-256: sha256=<hex>`, HMAC-SHA256 over the raw body. GitHub signs no
 //! timestamp, so replay protection rests on the delivery id and the signature digest alone.
 
-use super::{Candidate, Envelope, Rejection, SignInput, SigningKey, header_str, hmac_sha256};
+use super::{
+    Candidate, Encoding, Envelope, Rejection, SignInput, SigningKey, hmac_secret, hmac_sha256,
+    signature_header,
+};
 use axum::http::HeaderMap;
 
 const SIGNATURE: &str = "x-hub-signature-256";
@@ -9,32 +12,15 @@ const DELIVERY: &str = "x-github-delivery";
 const EVENT: &str = "x-github-event";
 
 pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
-    let candidates = match header_str(headers, SIGNATURE)? {
-        None => Vec::new(),
-        Some(v) => {
-            let sig = v
-                .strip_prefix("sha256=")
-                .and_then(|h| super::decode_hex(h).ok())
-                .ok_or(Rejection::Malformed("bad_signature_header"))?;
-            vec![Candidate::HmacSha256(sig)]
-        }
-    };
-    Ok(Envelope {
-        timestamp: None,
-        key_id: None,
-        prefix: Vec::new(),
-        suffix: Vec::new(),
-        body: super::SignedBody::Raw,
-        candidates,
-        body_timestamp: None,
-        signed_id: None,
-    })
+    let candidates: Vec<_> = signature_header(headers, SIGNATURE, "sha256=", Encoding::Hex)?
+        .map(Candidate::HmacSha256)
+        .into_iter()
+        .collect();
+    Ok(Envelope::signed(Vec::new(), candidates))
 }
 
 pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>, String> {
-    let SigningKey::Hmac(secret) = key else {
-        return Err("github signs with the webhook secret, not an Ed25519 key".into());
-    };
+    let secret = hmac_secret(key, "github")?;
     let sig = hmac_sha256(secret, &[input.body]);
     let mut out = vec![
         (

@@ -15,9 +15,7 @@ pub fn sign(
     key: &SigningKey,
     input: &SignInput,
 ) -> Result<Vec<(String, String)>, String> {
-    let SigningKey::Hmac(secret) = key else {
-        return Err("hmac-sha256 signs with the shared secret, not an Ed25519 key".into());
-    };
+    let secret = super::hmac_secret(key, "hmac-sha256")?;
     let payload = g.payload(input.timestamp, input.event_id, input.body);
     let signature = hmac_sha256(secret, &[&payload]);
     Ok(g.headers(&signature, input.key_id, input.timestamp, input.event_id))

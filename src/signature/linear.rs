@@ -2,7 +2,8 @@
 //! body. The signed timestamp is the body's `webhookTimestamp` (unix milliseconds).
 
 use super::{
-    Candidate, Envelope, Rejection, SignInput, SigningKey, header_str, hmac_secret, hmac_sha256,
+    Candidate, Encoding, Envelope, Rejection, SignInput, SigningKey, hmac_secret, hmac_sha256,
+    signature_header,
 };
 use axum::http::HeaderMap;
 
@@ -11,14 +12,10 @@ pub const DELIVERY: &str = "linear-delivery";
 pub const EVENT: &str = "linear-event";
 
 pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
-    let candidates = match header_str(headers, SIGNATURE)? {
-        None => Vec::new(),
-        Some(v) => {
-            let sig =
-                super::decode_hex(v).map_err(|_| Rejection::Malformed("bad_signature_header"))?;
-            vec![Candidate::HmacSha256(sig)]
-        }
-    };
+    let candidates: Vec<_> = signature_header(headers, SIGNATURE, "", Encoding::Hex)?
+        .map(Candidate::HmacSha256)
+        .into_iter()
+        .collect();
     let mut env = Envelope::signed(Vec::new(), candidates);
     env.body_timestamp = Some(body_timestamp);
     Ok(env)

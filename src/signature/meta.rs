@@ -4,8 +4,8 @@
 //! hub.challenge=C`, answered with C when T is the verify token the app was configured with.
 
 use super::{
-    Candidate, Envelope, Rejection, SignInput, SigningKey, Subscription, header_str, hmac_secret,
-    hmac_sha256,
+    Candidate, Encoding, Envelope, Rejection, SignInput, SigningKey, Subscription, hmac_secret,
+    hmac_sha256, signature_header,
 };
 use axum::http::HeaderMap;
 use sha2::{Digest, Sha256};
@@ -14,16 +14,10 @@ use subtle::ConstantTimeEq;
 pub const SIGNATURE: &str = "x-hub-signature-256";
 
 pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
-    let candidates = match header_str(headers, SIGNATURE)? {
-        None => Vec::new(),
-        Some(v) => {
-            let sig = v
-                .strip_prefix("sha256=")
-                .and_then(|h| super::decode_hex(h).ok())
-                .ok_or(Rejection::Malformed("bad_signature_header"))?;
-            vec![Candidate::HmacSha256(sig)]
-        }
-    };
+    let candidates: Vec<_> = signature_header(headers, SIGNATURE, "sha256=", Encoding::Hex)?
+        .map(Candidate::HmacSha256)
+        .into_iter()
+        .collect();
     Ok(Envelope::signed(Vec::new(), candidates))
 }
 

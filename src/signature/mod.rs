@@ -34,9 +34,10 @@ mod verifier;
 use axum::http::HeaderMap;
 
 pub use fields::{
-    decode_hex, decode_hex_to_slice, header_str, parse_rfc3339_seconds, parse_unix_seconds,
+    Encoding, decode_hex, decode_hex_to_slice, header_str, parse_rfc3339_seconds,
+    parse_unix_seconds, signature_header, unix_seconds_header,
 };
-pub use generic::{Encoding, GenericScheme, Template};
+pub use generic::{GenericScheme, Template};
 pub use handshake::{Handshake, Subscription};
 pub use keys::{Key, KeyMaterial, SigningKey};
 pub use request::{Candidate, Envelope, Rejection, SignInput, SignedBody, Unverified, Verified};

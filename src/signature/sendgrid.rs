@@ -4,7 +4,8 @@
 //! array of events, so the event id is the signature's digest.
 
 use super::{
-    Candidate, Envelope, Rejection, SignInput, SigningKey, header_str, parse_unix_seconds,
+    Candidate, Encoding, Envelope, Rejection, SignInput, SigningKey, signature_header,
+    unix_seconds_header,
 };
 use axum::http::HeaderMap;
 use base64::Engine;
@@ -14,14 +15,10 @@ pub const SIGNATURE: &str = "x-twilio-email-event-webhook-signature";
 pub const TIMESTAMP: &str = "x-twilio-email-event-webhook-timestamp";
 
 pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
-    let ts = header_str(headers, TIMESTAMP)?.ok_or(Rejection::Malformed("missing_timestamp"))?;
-    let timestamp = parse_unix_seconds(ts)?;
-    let candidates = match header_str(headers, SIGNATURE)? {
+    let (ts, timestamp) = unix_seconds_header(headers, TIMESTAMP)?;
+    let candidates = match signature_header(headers, SIGNATURE, "", Encoding::Base64)? {
         None => Vec::new(),
-        Some(v) => {
-            let der = STANDARD
-                .decode(v)
-                .map_err(|_| Rejection::Malformed("bad_signature_header"))?;
+        Some(der) => {
             // Decodes but is not a DER ECDSA signature: it cannot be valid, so 401 like any other.
             let sig = p256::ecdsa::Signature::from_der(&der)
                 .map_err(|_| Rejection::InvalidSignature("bad_signature_length"))?;

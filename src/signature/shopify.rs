@@ -1,7 +1,10 @@
 //! Shopify: `X-Shopify-Hmac-Sha256: <base64>`, HMAC-SHA256 over the raw body. No timestamp is
 //! signed, so replay protection rests on the webhook id and the signature digest.
 
-use super::{Candidate, Envelope, Rejection, SignInput, SigningKey, header_str, hmac_sha256};
+use super::{
+    Candidate, Encoding, Envelope, Rejection, SignInput, SigningKey, hmac_secret, hmac_sha256,
+    signature_header,
+};
 use axum::http::HeaderMap;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -11,31 +14,15 @@ const WEBHOOK_ID: &str = "x-shopify-webhook-id";
 const TOPIC: &str = "x-shopify-topic";
 
 pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
-    let candidates = match header_str(headers, SIGNATURE)? {
-        None => Vec::new(),
-        Some(v) => {
-            let sig = STANDARD
-                .decode(v)
-                .map_err(|_| Rejection::Malformed("bad_signature_header"))?;
-            vec![Candidate::HmacSha256(sig)]
-        }
-    };
-    Ok(Envelope {
-        timestamp: None,
-        key_id: None,
-        prefix: Vec::new(),
-        suffix: Vec::new(),
-        body: super::SignedBody::Raw,
-        candidates,
-        body_timestamp: None,
-        signed_id: None,
-    })
+    let candidates: Vec<_> = signature_header(headers, SIGNATURE, "", Encoding::Base64)?
+        .map(Candidate::HmacSha256)
+        .into_iter()
+        .collect();
+    Ok(Envelope::signed(Vec::new(), candidates))
 }
 
 pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>, String> {
-    let SigningKey::Hmac(secret) = key else {
-        return Err("shopify signs with the app's client secret, not an Ed25519 key".into());
-    };
+    let secret = hmac_secret(key, "shopify")?;
     let sig = hmac_sha256(secret, &[input.body]);
     let mut out = vec![
         (SIGNATURE.into(), STANDARD.encode(sig)),

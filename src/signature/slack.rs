@@ -1,8 +1,8 @@
 //! Slack: `X-Slack-Signature: v0=<hex>`, HMAC-SHA256 over `v0:{X-Slack-Request-Timestamp}:{body}`.
 
 use super::{
-    Candidate, Envelope, Rejection, SignInput, SigningKey, header_str, hmac_sha256,
-    parse_unix_seconds,
+    Candidate, Encoding, Envelope, Rejection, SignInput, SigningKey, hmac_secret, hmac_sha256,
+    signature_header, unix_seconds_header,
 };
 use axum::http::HeaderMap;
 
@@ -10,31 +10,27 @@ const SIGNATURE: &str = "x-slack-signature";
 const TIMESTAMP: &str = "x-slack-request-timestamp";
 
 pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
+    v0_envelope(headers, SIGNATURE, TIMESTAMP)
+}
+
+/// Slack's `v0` format, which Zoom uses too under its own header names: `v0=<hex>` over
+/// `v0:{timestamp}:{body}`.
+pub(super) fn v0_envelope(
+    headers: &HeaderMap,
+    signature: &'static str,
+    timestamp: &'static str,
+) -> Result<Envelope, Rejection> {
     // The timestamp is checked first, as for the generic schemes, so a request carrying neither
     // header gets the same answer from every timestamped scheme.
-    let ts = header_str(headers, TIMESTAMP)?.ok_or(Rejection::Malformed("missing_timestamp"))?;
-    let timestamp = parse_unix_seconds(ts)?;
-    let candidates = match header_str(headers, SIGNATURE)? {
-        None => Vec::new(),
-        Some(v) => {
-            let sig = v
-                .strip_prefix("v0=")
-                .and_then(|h| super::decode_hex(h).ok())
-                .ok_or(Rejection::Malformed("bad_signature_header"))?;
-            vec![Candidate::HmacSha256(sig)]
-        }
-    };
-    Ok(Envelope {
-        timestamp: Some(timestamp),
-        key_id: None,
-        // Raw header text, since that is what Slack put in the base string.
-        prefix: format!("v0:{ts}:").into_bytes(),
-        suffix: Vec::new(),
-        body: super::SignedBody::Raw,
-        candidates,
-        body_timestamp: None,
-        signed_id: None,
-    })
+    let (ts, seconds) = unix_seconds_header(headers, timestamp)?;
+    let candidates: Vec<_> = signature_header(headers, signature, "v0=", Encoding::Hex)?
+        .map(Candidate::HmacSha256)
+        .into_iter()
+        .collect();
+    // Raw header text, since that is what the provider put in the base string.
+    let mut env = Envelope::signed(format!("v0:{ts}:").into_bytes(), candidates);
+    env.timestamp = Some(seconds);
+    Ok(env)
 }
 
 /// Events API `url_verification`: answered `{"challenge":C}`.
@@ -50,15 +46,27 @@ pub fn handshake(body: &[u8]) -> Option<super::Handshake> {
 }
 
 pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>, String> {
-    let SigningKey::Hmac(secret) = key else {
-        return Err("slack signs with the app's signing secret, not an Ed25519 key".into());
-    };
+    Ok(v0_sign(
+        hmac_secret(key, "slack")?,
+        input,
+        SIGNATURE,
+        TIMESTAMP,
+    ))
+}
+
+/// The headers of [`v0_envelope`]'s format.
+pub(super) fn v0_sign(
+    secret: &[u8],
+    input: &SignInput,
+    signature: &str,
+    timestamp: &str,
+) -> Vec<(String, String)> {
     let ts = input.timestamp.to_string();
     let sig = hmac_sha256(secret, &[b"v0:", ts.as_bytes(), b":", input.body]);
-    Ok(vec![
-        (SIGNATURE.into(), format!("v0={}", const_hex::encode(sig))),
-        (TIMESTAMP.into(), ts),
-    ])
+    vec![
+        (signature.into(), format!("v0={}", const_hex::encode(sig))),
+        (timestamp.into(), ts),
+    ]
 }
 
 #[cfg(test)]

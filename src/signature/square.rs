@@ -2,7 +2,8 @@
 //! signature key over the notification URL followed by the raw body. Square signs no timestamp.
 
 use super::{
-    Candidate, Envelope, Rejection, SignInput, SigningKey, header_str, hmac_secret, hmac_sha256,
+    Candidate, Encoding, Envelope, Rejection, SignInput, SigningKey, hmac_secret, hmac_sha256,
+    signature_header,
 };
 use axum::http::HeaderMap;
 use base64::Engine;
@@ -11,15 +12,10 @@ use base64::engine::general_purpose::STANDARD;
 pub const SIGNATURE: &str = "x-square-hmacsha256-signature";
 
 pub fn envelope(public_url: &str, headers: &HeaderMap) -> Result<Envelope, Rejection> {
-    let candidates = match header_str(headers, SIGNATURE)? {
-        None => Vec::new(),
-        Some(v) => {
-            let sig = STANDARD
-                .decode(v)
-                .map_err(|_| Rejection::Malformed("bad_signature_header"))?;
-            vec![Candidate::HmacSha256(sig)]
-        }
-    };
+    let candidates: Vec<_> = signature_header(headers, SIGNATURE, "", Encoding::Base64)?
+        .map(Candidate::HmacSha256)
+        .into_iter()
+        .collect();
     Ok(Envelope::signed(public_url.as_bytes().to_vec(), candidates))
 }
 

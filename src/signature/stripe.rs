@@ -62,9 +62,7 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
 }
 
 pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>, String> {
-    let SigningKey::Hmac(secret) = key else {
-        return Err("stripe signs with the endpoint secret (whsec_...), not an Ed25519 key".into());
-    };
+    let secret = super::hmac_secret(key, "stripe")?;
     let t = input.timestamp.to_string();
     let sig = hmac_sha256(secret, &[t.as_bytes(), b".", input.body]);
     Ok(vec![(

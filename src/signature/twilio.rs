@@ -5,8 +5,8 @@
 //! to it. Twilio signs no timestamp: replay protection is the signature digest.
 
 use super::{
-    Candidate, Envelope, Rejection, SignInput, SignedBody, SigningKey, header_str, hmac_secret,
-    hmac_sha1,
+    Candidate, Encoding, Envelope, Rejection, SignInput, SignedBody, SigningKey, hmac_secret,
+    hmac_sha1, signature_header,
 };
 use axum::http::HeaderMap;
 use base64::Engine;
@@ -23,15 +23,10 @@ pub fn envelope(
     headers: &HeaderMap,
     query: Option<&str>,
 ) -> Result<Envelope, Rejection> {
-    let candidates = match header_str(headers, SIGNATURE)? {
-        None => Vec::new(),
-        Some(v) => {
-            let sig = STANDARD
-                .decode(v)
-                .map_err(|_| Rejection::Malformed("bad_signature_header"))?;
-            vec![Candidate::HmacSha1(sig)]
-        }
-    };
+    let candidates: Vec<_> = signature_header(headers, SIGNATURE, "", Encoding::Base64)?
+        .map(Candidate::HmacSha1)
+        .into_iter()
+        .collect();
     let query = query.filter(|q| !q.is_empty());
     let mut hashes = form_urlencoded::parse(query.unwrap_or("").as_bytes())
         .filter(|(name, _)| name == BODY_HASH)

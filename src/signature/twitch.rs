@@ -4,8 +4,8 @@
 //! `challenge` as plain text.
 
 use super::{
-    Candidate, Envelope, Handshake, Rejection, SignInput, SigningKey, header_str, hmac_secret,
-    hmac_sha256, parse_rfc3339_seconds,
+    Candidate, Encoding, Envelope, Handshake, Rejection, SignInput, SigningKey, header_str,
+    hmac_secret, hmac_sha256, parse_rfc3339_seconds, signature_header,
 };
 use axum::http::HeaderMap;
 use serde_json::Value;
@@ -20,16 +20,10 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
     let ts = header_str(headers, TIMESTAMP)?.ok_or(Rejection::Malformed("missing_timestamp"))?;
     let timestamp = parse_rfc3339_seconds(ts)?;
     let id = header_str(headers, MESSAGE_ID)?.ok_or(Rejection::Malformed("missing_event_id"))?;
-    let candidates = match header_str(headers, SIGNATURE)? {
-        None => Vec::new(),
-        Some(v) => {
-            let sig = v
-                .strip_prefix("sha256=")
-                .and_then(|h| super::decode_hex(h).ok())
-                .ok_or(Rejection::Malformed("bad_signature_header"))?;
-            vec![Candidate::HmacSha256(sig)]
-        }
-    };
+    let candidates: Vec<_> = signature_header(headers, SIGNATURE, "sha256=", Encoding::Hex)?
+        .map(Candidate::HmacSha256)
+        .into_iter()
+        .collect();
     let mut env = Envelope::signed(format!("{id}{ts}").into_bytes(), candidates);
     env.timestamp = Some(timestamp);
     env.signed_id = Some(id.to_string());

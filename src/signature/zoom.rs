@@ -1,10 +1,10 @@
 //! Zoom: `x-zm-signature: v0=<hex>`, HMAC-SHA256 with the app's secret token over
 //! `v0:{x-zm-request-timestamp}:{body}`. Zoom validates the endpoint with a signed
-//! `endpoint.url_validation` event that must be answered with an HMAC of its `plainToken`.
+//! `endpoint.url_validation` event that must be answered with an HMAC of its `plainToken`. The
+//! signature is Slack's `v0` format under Zoom's header names.
 
 use super::{
-    Candidate, Envelope, Handshake, KeyMaterial, Rejection, SignInput, SigningKey, header_str,
-    hmac_secret, hmac_sha256, parse_unix_seconds,
+    Envelope, Handshake, KeyMaterial, Rejection, SignInput, SigningKey, hmac_secret, hmac_sha256,
 };
 use axum::http::HeaderMap;
 use serde_json::{Value, json};
@@ -13,21 +13,7 @@ pub const SIGNATURE: &str = "x-zm-signature";
 pub const TIMESTAMP: &str = "x-zm-request-timestamp";
 
 pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
-    let ts = header_str(headers, TIMESTAMP)?.ok_or(Rejection::Malformed("missing_timestamp"))?;
-    let timestamp = parse_unix_seconds(ts)?;
-    let candidates = match header_str(headers, SIGNATURE)? {
-        None => Vec::new(),
-        Some(v) => {
-            let sig = v
-                .strip_prefix("v0=")
-                .and_then(|h| super::decode_hex(h).ok())
-                .ok_or(Rejection::Malformed("bad_signature_header"))?;
-            vec![Candidate::HmacSha256(sig)]
-        }
-    };
-    let mut env = Envelope::signed(format!("v0:{ts}:").into_bytes(), candidates);
-    env.timestamp = Some(timestamp);
-    Ok(env)
+    super::slack::v0_envelope(headers, SIGNATURE, TIMESTAMP)
 }
 
 /// `{"plainToken":P,"encryptedToken":hex(HMAC-SHA256(secret, P))}` for `endpoint.url_validation`.
@@ -48,12 +34,7 @@ pub fn handshake(body: &[u8], key: &KeyMaterial) -> Option<Handshake> {
 
 pub fn sign(key: &SigningKey, input: &SignInput) -> Result<Vec<(String, String)>, String> {
     let secret = hmac_secret(key, "zoom")?;
-    let ts = input.timestamp.to_string();
-    let sig = hmac_sha256(secret, &[b"v0:", ts.as_bytes(), b":", input.body]);
-    Ok(vec![
-        (SIGNATURE.into(), format!("v0={}", const_hex::encode(sig))),
-        (TIMESTAMP.into(), ts),
-    ])
+    Ok(super::slack::v0_sign(secret, input, SIGNATURE, TIMESTAMP))
 }
 
 #[cfg(test)]
