@@ -63,9 +63,10 @@ pub fn qualify(mut command: DlqCommand, namespace: &str) -> DlqCommand {
         }
     };
     match &mut command {
-        DlqCommand::List { integration, .. }
-        | DlqCommand::Replay { integration, .. }
-        | DlqCommand::Purge { integration, .. } => fix(integration),
+        DlqCommand::List { integration, .. } => fix(integration),
+        DlqCommand::Replay { selection, .. } | DlqCommand::Purge { selection, .. } => {
+            fix(&mut selection.integration)
+        }
         DlqCommand::Show { .. } | DlqCommand::Audit { .. } => {}
     }
     command
@@ -84,9 +85,10 @@ mod tests {
 
     fn integration(c: &DlqCommand) -> Option<&str> {
         match c {
-            DlqCommand::List { integration, .. }
-            | DlqCommand::Replay { integration, .. }
-            | DlqCommand::Purge { integration, .. } => integration.as_deref(),
+            DlqCommand::List { integration, .. } => integration.as_deref(),
+            DlqCommand::Replay { selection, .. } | DlqCommand::Purge { selection, .. } => {
+                selection.integration.as_deref()
+            }
             DlqCommand::Show { .. } | DlqCommand::Audit { .. } => None,
         }
     }

@@ -129,10 +129,10 @@ async fn a_purged_dead_letter_is_new_again(h: &Harness, inbox: &Inbox, url: &str
 
     let purge = hookgate::cli::dlq::DlqCommand::Purge {
         database_url: url.to_string(),
-        ids: vec![],
-        integration: None,
-        since: None,
-        all: true,
+        selection: hookgate::cli::dlq::Selection {
+            all: true,
+            ..Default::default()
+        },
         dry_run: false,
     };
     hookgate::cli::dlq::run_as(purge, &tester()).await.unwrap();

@@ -8,7 +8,7 @@ use crate::inbox::{
 use anyhow::{Context, bail};
 use base64::Engine;
 use chrono::{DateTime, Utc};
-use clap::{ArgGroup, Subcommand};
+use clap::{ArgGroup, Args, Subcommand};
 
 mod actor;
 mod render;
@@ -49,17 +49,8 @@ pub enum DlqCommand {
     Replay {
         #[arg(long, env = "HOOKGATE_DATABASE_URL", default_value = DEFAULT_DB)]
         database_url: String,
-        /// Row ids of dead letters.
-        ids: Vec<i64>,
-        /// Every dead letter of this integration (`namespace/name`).
-        #[arg(long)]
-        integration: Option<String>,
-        /// With --integration: only those dead-lettered since this instant (RFC 3339 or `2h`, `7d`).
-        #[arg(long, requires = "integration", conflicts_with_all = ["ids", "all"], value_parser = parse_since)]
-        since: Option<DateTime<Utc>>,
-        /// Every dead letter.
-        #[arg(long)]
-        all: bool,
+        #[command(flatten)]
+        selection: Selection,
         /// Print what would be replayed; change nothing.
         #[arg(long)]
         dry_run: bool,
@@ -69,17 +60,8 @@ pub enum DlqCommand {
     Purge {
         #[arg(long, env = "HOOKGATE_DATABASE_URL", default_value = DEFAULT_DB)]
         database_url: String,
-        /// Row ids of dead letters.
-        ids: Vec<i64>,
-        /// Every dead letter of this integration (`namespace/name`).
-        #[arg(long)]
-        integration: Option<String>,
-        /// With --integration: only those dead-lettered since this instant (RFC 3339 or `2h`, `7d`).
-        #[arg(long, requires = "integration", conflicts_with_all = ["ids", "all"], value_parser = parse_since)]
-        since: Option<DateTime<Utc>>,
-        /// Every dead letter.
-        #[arg(long)]
-        all: bool,
+        #[command(flatten)]
+        selection: Selection,
         /// Print what would be purged; change nothing.
         #[arg(long)]
         dry_run: bool,
@@ -97,6 +79,37 @@ pub enum DlqCommand {
         #[arg(long, default_value_t = 100)]
         limit: i64,
     },
+}
+
+/// Which dead letters `replay` and `purge` act on: exactly one of ids, `--integration` (perhaps
+/// with `--since`) and `--all`, which each command's argument group enforces.
+#[derive(Args, Debug, Clone, Default)]
+pub struct Selection {
+    /// Row ids of dead letters.
+    pub ids: Vec<i64>,
+    /// Every dead letter of this integration (`namespace/name`).
+    #[arg(long)]
+    pub integration: Option<String>,
+    /// With --integration: only those dead-lettered since this instant (RFC 3339 or `2h`, `7d`).
+    #[arg(long, requires = "integration", conflicts_with_all = ["ids", "all"], value_parser = parse_since)]
+    pub since: Option<DateTime<Utc>>,
+    /// Every dead letter.
+    #[arg(long)]
+    pub all: bool,
+}
+
+impl Selection {
+    fn selector(self) -> anyhow::Result<ReplaySelector> {
+        Ok(match (self.ids.is_empty(), self.integration, self.all) {
+            (false, None, false) => ReplaySelector::Ids(self.ids),
+            (true, Some(integration), false) => ReplaySelector::Integration {
+                integration,
+                since: self.since,
+            },
+            (true, None, true) => ReplaySelector::All,
+            _ => bail!("select dead letters with exactly one of: ids, --integration, --all"),
+        })
+    }
 }
 
 impl DlqCommand {
@@ -162,13 +175,10 @@ pub async fn run_as(cmd: DlqCommand, actor: &Actor) -> anyhow::Result<()> {
         }
         DlqCommand::Replay {
             database_url,
-            ids,
-            integration,
-            since,
-            all,
+            selection,
             dry_run,
         } => {
-            let sel = selector(ids, integration, since, all)?;
+            let sel = selection.selector()?;
             let inbox = open(&database_url).await?;
             let skipped = check_ids(&inbox, &sel).await?;
             let done = inbox
@@ -189,13 +199,10 @@ pub async fn run_as(cmd: DlqCommand, actor: &Actor) -> anyhow::Result<()> {
         }
         DlqCommand::Purge {
             database_url,
-            ids,
-            integration,
-            since,
-            all,
+            selection,
             dry_run,
         } => {
-            let sel = selector(ids, integration, since, all)?;
+            let sel = selection.selector()?;
             let inbox = open(&database_url).await?;
             let skipped = check_ids(&inbox, &sel).await?;
             let done = inbox.purge_dead_letters(&sel, apply(dry_run)).await?;
@@ -265,21 +272,6 @@ pub fn parse_since_at(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, Stri
         .ok()
         .and_then(|d| now.checked_sub_signed(d))
         .ok_or_else(|| format!("{s:?} is too long ago"))
-}
-
-/// The selection of `replay` / `purge`; clap already enforces that exactly one is given.
-fn selector(
-    ids: Vec<i64>,
-    integration: Option<String>,
-    since: Option<DateTime<Utc>>,
-    all: bool,
-) -> anyhow::Result<ReplaySelector> {
-    Ok(match (ids.is_empty(), integration, all) {
-        (false, None, false) => ReplaySelector::Ids(ids),
-        (true, Some(integration), false) => ReplaySelector::Integration { integration, since },
-        (true, None, true) => ReplaySelector::All,
-        _ => bail!("select dead letters with exactly one of: ids, --integration, --all"),
-    })
 }
 
 /// For an id selection: fails, before anything changes, when a given id does not exist; returns

@@ -36,39 +36,40 @@ fn since_takes_rfc3339_or_a_duration_ago() {
 
 #[test]
 fn replay_needs_exactly_one_selection() {
-    let DlqCommand::Replay { ids, dry_run, .. } =
-        parse(&["replay", "3", "5", "--dry-run"]).unwrap()
+    let DlqCommand::Replay {
+        selection, dry_run, ..
+    } = parse(&["replay", "3", "5", "--dry-run"]).unwrap()
     else {
         panic!("not a replay")
     };
-    assert_eq!((ids, dry_run), (vec![3, 5], true));
+    assert_eq!((selection.ids, dry_run), (vec![3, 5], true));
     assert!(parse(&["replay"]).is_err());
     assert!(parse(&["replay", "3", "--all"]).is_err());
     assert!(parse(&["purge", "--integration", "a/b", "--all"]).is_err());
     assert!(parse(&["purge", "3", "--integration", "a/b"]).is_err());
     assert!(parse(&["replay", "--all", "--since", "2h"]).is_err());
     assert!(parse(&["purge", "3", "--since", "2h"]).is_err());
-    let DlqCommand::Purge {
-        integration, since, ..
-    } = parse(&[
+    let DlqCommand::Purge { selection, .. } = parse(&[
         "purge",
         "--integration",
         "a/b",
         "--since",
         "2026-11-30T00:00:00Z",
     ])
-    .unwrap()
-    else {
+    .unwrap() else {
         panic!("not a purge")
     };
-    assert_eq!(integration.as_deref(), Some("a/b"));
+    assert_eq!(selection.integration.as_deref(), Some("a/b"));
     assert_eq!(
-        since,
+        selection.since,
         Some("2026-11-30T00:00:00Z".parse::<DateTime<Utc>>().unwrap())
     );
     assert!(matches!(
         parse(&["replay", "--all"]).unwrap(),
-        DlqCommand::Replay { all: true, .. }
+        DlqCommand::Replay {
+            selection: Selection { all: true, .. },
+            ..
+        }
     ));
 }
 
