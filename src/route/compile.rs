@@ -108,7 +108,7 @@ fn source(s: &crate::crd::FieldSource) -> Source {
 }
 
 /// One value of a referenced Secret; the error names `field` and never shows a value.
-fn secret_value<'s>(
+pub(super) fn secret_value<'s>(
     secrets: &'s Secrets,
     namespace: &str,
     field: &str,

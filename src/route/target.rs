@@ -63,20 +63,7 @@ pub fn compile(
         None => None,
         Some(r) => {
             let field = "spec.delivery.signingSecretRef";
-            let data = secrets
-                .get(&(namespace.to_string(), r.name.clone()))
-                .ok_or_else(|| {
-                    FieldError::new(
-                        format!("{field}.name"),
-                        format!("Secret {namespace}/{} not found", r.name),
-                    )
-                })?;
-            let raw = data.get(&r.key).ok_or_else(|| {
-                FieldError::new(
-                    format!("{field}.key"),
-                    format!("Secret {namespace}/{} has no key {:?}", r.name, r.key),
-                )
-            })?;
+            let raw = super::compile::secret_value(secrets, namespace, field, r)?;
             match standard_webhooks::parse_key(raw) {
                 Ok(KeyMaterial::Hmac(bytes)) => Some(bytes),
                 Ok(KeyMaterial::Ed25519(_) | KeyMaterial::EcdsaP256(_)) => {
