@@ -297,6 +297,50 @@ fn a_missing_verify_token_secret_names_the_verify_token_ref() {
 }
 
 #[test]
+fn the_delivery_signing_secret_is_read_like_a_key_and_named_when_missing() {
+    let signed = |reference: &str| {
+        wi(
+            "d",
+            &format!(
+                r#"{{scheme: {{type: stripe}}, delivery: {{url: "https://app.example.com/in", signingSecretRef: {reference}}}}}"#
+            ),
+        )
+    };
+    let mut s = hmac_secret();
+    s.get_mut(&(NS.to_string(), SECRET.to_string()))
+        .unwrap()
+        .insert("out".into(), b"whsec_c2lnbmluZy1rZXk=".to_vec());
+    s.get_mut(&(NS.to_string(), SECRET.to_string()))
+        .unwrap()
+        .insert(
+            "public".into(),
+            format!("whpk_{}", ed25519_public()).into_bytes(),
+        );
+
+    let route = compile(&signed("{name: hook-secret, key: out}"), &s).unwrap();
+    assert_eq!(
+        route.delivery.signing_secret.as_deref(),
+        Some(&b"signing-key"[..])
+    );
+    let e = compile(&signed("{name: elsewhere, key: out}"), &s).unwrap_err();
+    assert_eq!(e.field, "spec.delivery.signingSecretRef.name");
+    assert!(
+        e.message.contains("Secret payments/elsewhere not found"),
+        "{e}"
+    );
+    let e = compile(&signed("{name: hook-secret, key: gone}"), &s).unwrap_err();
+    assert_eq!(e.field, "spec.delivery.signingSecretRef.key");
+    assert!(
+        e.message
+            .contains("Secret payments/hook-secret has no key \"gone\""),
+        "{e}"
+    );
+    let e = compile(&signed("{name: hook-secret, key: public}"), &s).unwrap_err();
+    assert_eq!(e.field, "spec.delivery.signingSecretRef");
+    assert!(e.message.contains("not a public key"), "{e}");
+}
+
+#[test]
 fn a_verify_token_loses_its_trailing_newline_and_may_not_be_empty() {
     let w = wi(
         "m",

@@ -17,12 +17,7 @@ pub(super) async fn refresh(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut tick = tokio::time::interval(every);
-    loop {
-        tokio::select! {
-            biased;
-            _ = stop.wait_for(|s| *s) => return,
-            _ = tick.tick() => {}
-        }
+    while super::ticked(&mut tick, &mut stop).await {
         match inbox.backlog_for_gauges(Utc::now(), every).await {
             Ok(Some(figures)) => metrics.set_inbox(&figures.backlog),
             // Another process's first turn, not written yet: the next tick has it.

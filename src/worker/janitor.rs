@@ -264,12 +264,7 @@ pub async fn run(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut tick = tokio::time::interval(every);
-    loop {
-        tokio::select! {
-            biased;
-            _ = stop.wait_for(|s| *s) => return,
-            _ = tick.tick() => {}
-        }
+    while super::ticked(&mut tick, &mut stop).await {
         let stopping = || *stop.borrow();
         match pass_if_due_until(&inbox, &worker, Utc::now(), every, &stopping).await {
             Ok(None) => tracing::debug!("retention janitor: another worker process made this pass"),

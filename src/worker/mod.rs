@@ -300,3 +300,16 @@ fn declare_series(metrics: &Metrics, targets: &Targets) {
             });
     }
 }
+
+/// Waits for `tick`'s next instant: `false` instead when `stop` turns true first (or its sender is
+/// gone), so that a chore on a timer (the janitor, the gauges) ends between two rounds.
+async fn ticked(
+    tick: &mut tokio::time::Interval,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+) -> bool {
+    tokio::select! {
+        biased;
+        _ = stop.wait_for(|s| *s) => false,
+        _ = tick.tick() => true,
+    }
+}
