@@ -306,16 +306,12 @@ fn the_delivery_signing_secret_is_read_like_a_key_and_named_when_missing() {
             ),
         )
     };
-    let mut s = hmac_secret();
-    s.get_mut(&(NS.to_string(), SECRET.to_string()))
-        .unwrap()
-        .insert("out".into(), b"whsec_c2lnbmluZy1rZXk=".to_vec());
-    s.get_mut(&(NS.to_string(), SECRET.to_string()))
-        .unwrap()
-        .insert(
-            "public".into(),
-            format!("whpk_{}", ed25519_public()).into_bytes(),
-        );
+    let public = format!("whpk_{}", ed25519_public());
+    let s = secrets(&[
+        (NS, SECRET, "v1", b"whsec_c2VjcmV0LWtleS1mb3ItdGVzdHM="),
+        (NS, SECRET, "out", b"whsec_c2lnbmluZy1rZXk="),
+        (NS, SECRET, "public", public.as_bytes()),
+    ]);
 
     let route = compile(&signed("{name: hook-secret, key: out}"), &s).unwrap();
     assert_eq!(
