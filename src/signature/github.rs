@@ -12,10 +12,8 @@ const DELIVERY: &str = "x-github-delivery";
 const EVENT: &str = "x-github-event";
 
 pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
-    let candidates: Vec<_> = signature_header(headers, SIGNATURE, "sha256=", Encoding::Hex)?
-        .map(Candidate::HmacSha256)
-        .into_iter()
-        .collect();
+    let candidates =
+        signature_header(headers, SIGNATURE, "sha256=", Encoding::Hex)?.map(Candidate::HmacSha256);
     Ok(Envelope::signed(Vec::new(), candidates))
 }
 

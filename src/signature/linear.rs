@@ -12,10 +12,8 @@ pub const DELIVERY: &str = "linear-delivery";
 pub const EVENT: &str = "linear-event";
 
 pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
-    let candidates: Vec<_> = signature_header(headers, SIGNATURE, "", Encoding::Hex)?
-        .map(Candidate::HmacSha256)
-        .into_iter()
-        .collect();
+    let candidates =
+        signature_header(headers, SIGNATURE, "", Encoding::Hex)?.map(Candidate::HmacSha256);
     let mut env = Envelope::signed(Vec::new(), candidates);
     env.body_timestamp = Some(body_timestamp);
     Ok(env)

@@ -14,10 +14,8 @@ use subtle::ConstantTimeEq;
 pub const SIGNATURE: &str = "x-hub-signature-256";
 
 pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
-    let candidates: Vec<_> = signature_header(headers, SIGNATURE, "sha256=", Encoding::Hex)?
-        .map(Candidate::HmacSha256)
-        .into_iter()
-        .collect();
+    let candidates =
+        signature_header(headers, SIGNATURE, "sha256=", Encoding::Hex)?.map(Candidate::HmacSha256);
     Ok(Envelope::signed(Vec::new(), candidates))
 }
 

@@ -110,15 +110,16 @@ pub struct Envelope {
 }
 
 impl Envelope {
-    /// The common case: `prefix ++ body ++ suffix` signed, nothing else.
-    pub fn signed(prefix: Vec<u8>, candidates: Vec<Candidate>) -> Self {
+    /// The common case: `prefix ++ body ++ suffix` signed, nothing else. `candidates` may be
+    /// the one signature a header carried, or none (an `Option`).
+    pub fn signed(prefix: Vec<u8>, candidates: impl IntoIterator<Item = Candidate>) -> Self {
         Self {
             timestamp: None,
             key_id: None,
             prefix,
             suffix: Vec::new(),
             body: SignedBody::Raw,
-            candidates,
+            candidates: candidates.into_iter().collect(),
             signed_id: None,
             body_timestamp: None,
         }

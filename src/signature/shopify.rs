@@ -14,10 +14,8 @@ const WEBHOOK_ID: &str = "x-shopify-webhook-id";
 const TOPIC: &str = "x-shopify-topic";
 
 pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
-    let candidates: Vec<_> = signature_header(headers, SIGNATURE, "", Encoding::Base64)?
-        .map(Candidate::HmacSha256)
-        .into_iter()
-        .collect();
+    let candidates =
+        signature_header(headers, SIGNATURE, "", Encoding::Base64)?.map(Candidate::HmacSha256);
     Ok(Envelope::signed(Vec::new(), candidates))
 }
 

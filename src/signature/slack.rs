@@ -17,16 +17,14 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
 /// `v0:{timestamp}:{body}`.
 pub(super) fn v0_envelope(
     headers: &HeaderMap,
-    signature: &'static str,
-    timestamp: &'static str,
+    signature: &str,
+    timestamp: &str,
 ) -> Result<Envelope, Rejection> {
     // The timestamp is checked first, as for the generic schemes, so a request carrying neither
     // header gets the same answer from every timestamped scheme.
     let (ts, seconds) = unix_seconds_header(headers, timestamp)?;
-    let candidates: Vec<_> = signature_header(headers, signature, "v0=", Encoding::Hex)?
-        .map(Candidate::HmacSha256)
-        .into_iter()
-        .collect();
+    let candidates =
+        signature_header(headers, signature, "v0=", Encoding::Hex)?.map(Candidate::HmacSha256);
     // Raw header text, since that is what the provider put in the base string.
     let mut env = Envelope::signed(format!("v0:{ts}:").into_bytes(), candidates);
     env.timestamp = Some(seconds);

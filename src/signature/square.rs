@@ -12,10 +12,8 @@ use base64::engine::general_purpose::STANDARD;
 pub const SIGNATURE: &str = "x-square-hmacsha256-signature";
 
 pub fn envelope(public_url: &str, headers: &HeaderMap) -> Result<Envelope, Rejection> {
-    let candidates: Vec<_> = signature_header(headers, SIGNATURE, "", Encoding::Base64)?
-        .map(Candidate::HmacSha256)
-        .into_iter()
-        .collect();
+    let candidates =
+        signature_header(headers, SIGNATURE, "", Encoding::Base64)?.map(Candidate::HmacSha256);
     Ok(Envelope::signed(public_url.as_bytes().to_vec(), candidates))
 }
 

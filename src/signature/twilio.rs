@@ -23,10 +23,8 @@ pub fn envelope(
     headers: &HeaderMap,
     query: Option<&str>,
 ) -> Result<Envelope, Rejection> {
-    let candidates: Vec<_> = signature_header(headers, SIGNATURE, "", Encoding::Base64)?
-        .map(Candidate::HmacSha1)
-        .into_iter()
-        .collect();
+    let candidates =
+        signature_header(headers, SIGNATURE, "", Encoding::Base64)?.map(Candidate::HmacSha1);
     let query = query.filter(|q| !q.is_empty());
     let mut hashes = form_urlencoded::parse(query.unwrap_or("").as_bytes())
         .filter(|(name, _)| name == BODY_HASH)

@@ -20,10 +20,8 @@ pub fn envelope(headers: &HeaderMap) -> Result<Envelope, Rejection> {
     let ts = header_str(headers, TIMESTAMP)?.ok_or(Rejection::Malformed("missing_timestamp"))?;
     let timestamp = parse_rfc3339_seconds(ts)?;
     let id = header_str(headers, MESSAGE_ID)?.ok_or(Rejection::Malformed("missing_event_id"))?;
-    let candidates: Vec<_> = signature_header(headers, SIGNATURE, "sha256=", Encoding::Hex)?
-        .map(Candidate::HmacSha256)
-        .into_iter()
-        .collect();
+    let candidates =
+        signature_header(headers, SIGNATURE, "sha256=", Encoding::Hex)?.map(Candidate::HmacSha256);
     let mut env = Envelope::signed(format!("{id}{ts}").into_bytes(), candidates);
     env.timestamp = Some(timestamp);
     env.signed_id = Some(id.to_string());
