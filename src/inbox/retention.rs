@@ -277,11 +277,16 @@ impl Inbox {
     /// Forgets signature digests whose window has passed, [`BATCH`] a statement. Returns how many
     /// were removed.
     pub async fn prune_nonces(&self, now: DateTime<Utc>) -> Result<u64> {
+        self.prune_nonces_until(now, NEVER).await
+    }
+
+    /// [`Inbox::prune_nonces`], asking `stop` before each batch.
+    pub async fn prune_nonces_until(&self, now: DateTime<Utc>, stop: Stop<'_>) -> Result<u64> {
         let sql = match self {
             Inbox::Postgres(_) => PRUNE_NONCES_PG,
             Inbox::Sqlite(_) => PRUNE_NONCES_SQLITE,
         };
-        in_batches(NEVER, || async {
+        in_batches(stop, || async {
             backend!(self, pool => {
                 Ok(sqlx::query(sql).bind(now).execute(pool).await?.rows_affected())
             })

@@ -14,7 +14,7 @@
 //! for the next pass and the walk goes on, up to [`SKIPPED_STRETCHES_MAX`] of them; any other
 //! failure ends the walk. Until round 40 the first ended it, and with it the rest of the pass.
 
-use super::{Error, Inbox};
+use super::{Error, Inbox, NEVER_STOPS, Stop};
 use chrono::{DateTime, SecondsFormat, Utc};
 
 /// Pages of `resource_versions` one PostgreSQL statement walks: about 5,000 versions.
@@ -88,6 +88,18 @@ impl Inbox {
         unchanged_before: &[(String, DateTime<Utc>)],
         now: DateTime<Utc>,
     ) -> Forgotten {
+        self.forget_versions_until(unchanged_before, now, NEVER_STOPS)
+            .await
+    }
+
+    /// [`Inbox::forget_versions`], asking `stop` before each stretch: a walk asked to stop ends
+    /// with the stretches it committed, and the rest waits for the next pass.
+    pub async fn forget_versions_until(
+        &self,
+        unchanged_before: &[(String, DateTime<Utc>)],
+        now: DateTime<Utc>,
+        stop: Stop<'_>,
+    ) -> Forgotten {
         let mut forgotten = Forgotten::default();
         if unchanged_before.is_empty() {
             return forgotten;
@@ -104,6 +116,9 @@ impl Inbox {
                     Err(e) => return forgotten.failed(e),
                 };
                 for start in (0..pages).step_by(VERSIONS_PAGES as usize) {
+                    if stop() {
+                        break;
+                    }
                     let stretch = sqlx::query(STRETCH_PG)
                         .bind(&names)
                         .bind(&before)
@@ -132,6 +147,9 @@ impl Inbox {
                     Err(e) => return forgotten.failed(e),
                 };
                 for start in (0..last).step_by(VERSIONS_ROWIDS as usize) {
+                    if stop() {
+                        break;
+                    }
                     let stretch = sqlx::query(STRETCH_SQLITE)
                         .bind(start)
                         .bind(start + VERSIONS_ROWIDS)

@@ -12,8 +12,10 @@
 //! cannot be reached at all ends the pass at once: every further step would wait for a connection
 //! in vain.
 //!
-//! A process that stops ends its pass between two batches and gives its turn back. Until round 44
-//! the pass was aborted mid-statement, and the rest of it waited for the next period.
+//! A process that stops ends its pass between two batches (two stretches of the versions' walk)
+//! and gives its turn back. Until round 44 the pass was aborted mid-statement, and the rest of it
+//! waited for the next period; until round 46 the versions' walk and the nonces' prune went on
+//! past a stop, and a long one was cut off so.
 
 use super::Worker;
 use crate::crd::defaults;
@@ -186,7 +188,9 @@ pub async fn sweep_until(inbox: &Inbox, worker: &Worker, stop: Stop<'_>) -> Pass
         }
         unchanged_before.push((integration, time::before(now, dedupe)));
     }
-    let walk = inbox.forget_versions(&unchanged_before, now).await;
+    let walk = inbox
+        .forget_versions_until(&unchanged_before, now, stop)
+        .await;
     pass.swept.versions = walk.versions;
     if let Some(e) = walk.failed {
         pass.fail(worker, Step::Versions, None, e);
@@ -194,7 +198,7 @@ pub async fn sweep_until(inbox: &Inbox, worker: &Worker, stop: Stop<'_>) -> Pass
     if pass.over(stop) {
         return pass;
     }
-    let nonces = inbox.prune_nonces(now).await;
+    let nonces = inbox.prune_nonces_until(now, stop).await;
     pass.swept.nonces = pass.count(worker, Step::Nonces, None, nonces);
     if worker.targets_loaded() && !pass.over(stop) {
         let configured: Vec<String> = targets.keys().cloned().collect();

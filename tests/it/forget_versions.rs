@@ -6,6 +6,8 @@
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use hookgate::inbox::{Inbox, SKIPPED_STRETCHES_MAX, VERSIONS_PAGES, VERSIONS_ROWIDS};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 6, 1, 12, 0, 0).unwrap()
@@ -122,7 +124,67 @@ async fn forget_versions_walks_every_stretch_against_each_integrations_cutoff(in
     assert_eq!(inbox.forget_versions(&[], t0()).await.versions, 0);
 }
 
-on_both_backends!(forget_versions_walks_every_stretch_against_each_integrations_cutoff);
+/// The versions in the walk's first stretch: the table's first [`VERSIONS_PAGES`] pages, or
+/// SQLite's first [`VERSIONS_ROWIDS`] rowids.
+async fn in_first_stretch(inbox: &Inbox) -> HashSet<(String, String)> {
+    let rows: Vec<(String, String)> = match inbox {
+        Inbox::Postgres(pool) => sqlx::query_as(
+            "SELECT integration, resource_id FROM resource_versions \
+             WHERE ctid < format('(%s,0)', $1::int8)::tid",
+        )
+        .bind(VERSIONS_PAGES)
+        .fetch_all(pool)
+        .await
+        .unwrap(),
+        Inbox::Sqlite(pool) => sqlx::query_as(
+            "SELECT integration, resource_id FROM resource_versions WHERE rowid <= $1",
+        )
+        .bind(VERSIONS_ROWIDS)
+        .fetch_all(pool)
+        .await
+        .unwrap(),
+    };
+    rows.into_iter().collect()
+}
+
+/// A walk asked to stop (its worker process is stopping) ends after the stretch it is on: what
+/// it forgot stays forgotten, and the next walk forgets the rest. Until round 46 the walk went on
+/// to the end of the table, and a stopping worker's pass could be cut off at the end of its grace
+/// with its turn still taken.
+async fn a_walk_asked_to_stop_ends_after_the_stretch_it_is_on(inbox: Inbox) {
+    let n = 40_000;
+    seed(&inbox, "v/a", n, 0, 0).await;
+    assert!(stretches(&inbox).await > 2);
+    let first = in_first_stretch(&inbox).await;
+    assert!(!first.is_empty());
+    let cutoffs = [("v/a".to_string(), cutoff())];
+    let asked = AtomicU32::new(0);
+    let after_one = || asked.fetch_add(1, Ordering::SeqCst) >= 1;
+
+    let walk = inbox
+        .forget_versions_until(&cutoffs, t0(), &after_one)
+        .await;
+    assert!(walk.failed.is_none(), "{:?}", walk.failed);
+    assert_eq!(walk.versions, first.len() as u64);
+    let rest: Vec<(String, String)> = resources("v/a", 1..=n)
+        .into_iter()
+        .filter(|r| !first.contains(r))
+        .collect();
+    assert_eq!(left(&inbox).await, rest);
+
+    let stopped = inbox.forget_versions_until(&cutoffs, t0(), &|| true).await;
+    assert_eq!(stopped.versions, 0);
+    assert_eq!(
+        inbox.forget_versions(&cutoffs, t0()).await.versions,
+        rest.len() as u64
+    );
+    assert_eq!(left(&inbox).await, []);
+}
+
+on_both_backends!(
+    forget_versions_walks_every_stretch_against_each_integrations_cutoff,
+    a_walk_asked_to_stop_ends_after_the_stretch_it_is_on,
+);
 
 /// A delivery that takes the lease of a stale resource while the pass is further on does not
 /// wait for the pass. Here the pass stops at the last resource, which another transaction holds;

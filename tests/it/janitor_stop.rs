@@ -32,11 +32,12 @@ async fn due_with_a_held_row(
     (s, hold(pool).await)
 }
 
-/// Starts `w` (its janitor asks at once) and returns once its pass waits for the held row: the
-/// first statement to meet it is `held`'s purge, whichever integration the pass takes first.
+/// Starts `w` (its janitor asks at once) and returns once its pass waits for a held row in a
+/// statement that begins with `statement`.
 async fn start_until_the_pass_waits(
     pool: &PgPool,
     w: Worker,
+    statement: &str,
 ) -> (
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<hookgate::worker::Stopped>,
@@ -50,9 +51,10 @@ async fn start_until_the_pass_waits(
     });
     // This test's database only: the others' tests run beside it on the same server.
     let waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-         AND wait_event_type = 'Lock' AND query LIKE 'UPDATE inbox_events%'";
+         AND wait_event_type = 'Lock' AND starts_with(query, $1)";
     tokio::time::timeout(Duration::from_secs(20), async {
         while sqlx::query_scalar::<_, i64>(waiting)
+            .bind(statement)
             .fetch_one(pool)
             .await
             .unwrap()
@@ -62,9 +64,12 @@ async fn start_until_the_pass_waits(
         }
     })
     .await
-    .expect("the janitor's purge waits for the held row");
+    .expect("the janitor's pass waits for the held row");
     (stop, run)
 }
+
+/// The first statement to meet `held`'s row, whichever integration the pass takes first.
+const PURGE: &str = "UPDATE inbox_events";
 
 fn with_grace(grace: Duration) -> WorkerConfig {
     WorkerConfig { grace, ..cfg() }
@@ -90,7 +95,7 @@ async fn a_stopping_worker_ends_its_retention_pass_after_the_batch_it_is_on(pool
     // The held row's wait would reach its lock timeout (the statement timeout) only after the test.
     let (s, holder) = due_with_a_held_row(&pool, "60000").await;
     let w = s.worker_with(with_grace(Duration::from_secs(30)));
-    let (stop, run) = start_until_the_pass_waits(&pool, w).await;
+    let (stop, run) = start_until_the_pass_waits(&pool, w, PURGE).await;
 
     stop.send(()).unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -121,11 +126,75 @@ async fn a_stopping_worker_ends_its_retention_pass_after_the_batch_it_is_on(pool
     assert_eq!(again.swept.versions, 1);
 }
 
+/// Versions over several stretches of the table, all due, and the stretch the walk is on waits
+/// for a row another transaction holds when the worker is stopped: the walk commits that
+/// stretch, walks no further, and the turn given back lets the next pass forget the rest. Until
+/// round 46 the walk (and the nonces' prune) went on to the end, past a stop, and a long one was
+/// cut off at the end of the grace with its turn still taken.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_stopping_worker_ends_its_versions_walk_after_the_stretch_it_is_on(pool: PgPool) {
+    let s = Setup::new(crate::common::with_statement_timeout(&pool, "60000").await).await;
+    let n: i64 = 40_000;
+    sqlx::query(
+        "INSERT INTO resource_versions (integration, resource_id, version, updated_at) \
+         SELECT 'w/ordered', 'r' || g, 'i:1', $2 FROM generate_series(1, $1) g",
+    )
+    .bind(n)
+    .bind(Utc::now() - secs(31 * 86400))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let pages: i64 = sqlx::query_scalar(
+        "SELECT pg_relation_size('resource_versions') / current_setting('block_size')::int8",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(pages > 2 * hookgate::inbox::VERSIONS_PAGES, "{pages} pages");
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM resource_versions FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let w = s.worker_with(with_grace(Duration::from_secs(30)));
+    let (stop, run) = start_until_the_pass_waits(&pool, w, "DELETE FROM resource_versions").await;
+
+    stop.send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !run.is_finished(),
+        "the worker waits for the stretch its walk is on"
+    );
+    holder.commit().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .expect("the worker stops once the stretch ends")
+        .unwrap();
+    let versions = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM resource_versions")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    let left = versions().await;
+    assert!(
+        0 < left && left < n,
+        "the stretch under way was forgotten and no other: {left} of {n} left"
+    );
+    let again = pass_if_due(s.inbox(), &s.worker(), Utc::now(), EVERY)
+        .await
+        .unwrap()
+        .expect("the turn was given back");
+    assert!(again.failed.is_empty(), "{:?}", again.failed);
+    assert_eq!(again.swept.versions, left as u64);
+    assert_eq!(versions().await, 0);
+}
+
 #[sqlx::test(migrations = "migrations/postgres")]
 async fn a_stopping_worker_waits_for_its_retention_pass_no_longer_than_the_grace(pool: PgPool) {
     let (s, holder) = due_with_a_held_row(&pool, "60000").await;
     let w = s.worker_with(with_grace(Duration::from_secs(1)));
-    let (stop, run) = start_until_the_pass_waits(&pool, w).await;
+    let (stop, run) = start_until_the_pass_waits(&pool, w, PURGE).await;
 
     stop.send(()).unwrap();
     tokio::time::timeout(Duration::from_secs(20), run)

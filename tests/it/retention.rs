@@ -405,10 +405,61 @@ async fn retention_goes_through_more_events_than_a_batch(inbox: Inbox) {
     }
 }
 
+/// `n` signature nonces of `t/a`, all expired an hour before t0.
+async fn expired_nonces(inbox: &Inbox, n: u64) {
+    let sql = "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < $1) \
+         INSERT INTO signature_nonces (integration, digest, expires_at) SELECT 't/a', DIGEST, $2 FROM g";
+    let n = i64::try_from(n).unwrap();
+    let at = t0() - Duration::hours(1);
+    on!(inbox, pool => {
+        let digest = match inbox {
+            Inbox::Postgres(_) => "convert_to(i::text, 'UTF8')",
+            Inbox::Sqlite(_) => "CAST(i AS BLOB)",
+        };
+        sqlx::query(sqlx::AssertSqlSafe(sql.replace("DIGEST", digest)))
+            .bind(n)
+            .bind(at)
+            .execute(pool)
+            .await
+            .unwrap();
+    })
+}
+
+async fn nonces_left(inbox: &Inbox) -> u64 {
+    on!(inbox, pool => {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM signature_nonces")
+            .fetch_one(pool)
+            .await
+            .unwrap() as u64
+    })
+}
+
+/// Expired nonces go a batch a statement, and a prune asked to stop (its worker process is
+/// stopping) ends after the batch it is on; the next prune takes the rest. Until round 46 the prune
+/// went on to the last nonce, and a stopping worker's pass could be cut off at the end of its
+/// grace with its turn still taken.
+async fn a_prune_asked_to_stop_ends_after_the_batch_it_is_on(inbox: Inbox) {
+    use hookgate::inbox::RETENTION_BATCH as BATCH;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let n = 2 * BATCH + 1;
+    expired_nonces(&inbox, n).await;
+    let asked = AtomicU32::new(0);
+    let after_one = || asked.fetch_add(1, Ordering::SeqCst) >= 1;
+    assert_eq!(
+        inbox.prune_nonces_until(t0(), &after_one).await.unwrap(),
+        BATCH
+    );
+    assert_eq!(nonces_left(&inbox).await, n - BATCH);
+    assert_eq!(inbox.prune_nonces_until(t0(), &|| true).await.unwrap(), 0);
+    assert_eq!(inbox.prune_nonces(t0()).await.unwrap(), n - BATCH);
+    assert_eq!(nonces_left(&inbox).await, 0);
+}
+
 on_both_backends!(
     purge_payloads_only_of_old_finished_events,
     delete_finished_keeps_dead_letters_and_unfinished_events,
     retention_goes_through_more_events_than_a_batch,
+    a_prune_asked_to_stop_ends_after_the_batch_it_is_on,
 );
 
 /// delete_finished removes the attempts itself, so a SQLite pool opened without `foreign_keys`
