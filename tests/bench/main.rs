@@ -674,6 +674,21 @@ fn bench_only_verify_runs_without_a_database() {
             "fields / serde_json Value, Stripe event",
         ]
     );
+    // The machine it ran on (round 46): this one, as the kernel dates its start.
+    let btime = std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("btime ").map(|v| v.trim().parse().unwrap()))
+    });
+    if let Some(btime) = btime {
+        let at = chrono::DateTime::from_timestamp(btime, 0).unwrap();
+        let at = at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        assert_eq!(
+            report["setup"]["host"]["booted_at"],
+            at.as_str(),
+            "{report}"
+        );
+        assert!(report["setup"]["host"]["cpu_model"].is_string(), "{report}");
+    }
 }
 
 /// Commits one row a transaction to a database of its own on the bench's server, on a thread of

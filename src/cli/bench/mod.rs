@@ -13,6 +13,7 @@ mod cpu;
 mod cpu_table;
 mod deployment;
 mod fields;
+mod host;
 mod intake;
 mod load;
 mod open_loop;

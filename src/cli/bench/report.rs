@@ -105,6 +105,7 @@ impl Report {
                 "tenants_topology": args.tenants_topology.to_string(),
                 "retention_events": args.retention_events,
                 "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+                "host": super::host::describe(),
                 "version": env!("CARGO_PKG_VERSION"),
                 "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
                 // The build measured, when it is not the bench's own.
