@@ -848,6 +848,71 @@ fn bench_notes_a_run_sessions_of_another_database_wrote_and_left_during() {
     assert!(noted[0].contains(&written), "{noted:?}");
 }
 
+/// A checkpoint during one of the intake's latency phases is named in a note, as autovacuum's
+/// work is: the half-rate misses since round 40 met the checkpoints the bench's writes start
+/// every 15-18 s (round 46). Here a session asks for one every 100 ms while the phases run.
+#[test]
+fn bench_notes_a_checkpoint_during_a_phase() {
+    let _one_at_a_time = BENCH_DB.lock().unwrap_or_else(|e| e.into_inner());
+    let url = std::env::var("DATABASE_URL").expect("DATABASE_URL (tests/run.sh sets it)");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let checkpointer = {
+        let (url, stop) = (url.clone(), stop.clone());
+        std::thread::spawn(move || {
+            use sqlx::Connection;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let mut c = sqlx::PgConnection::connect(&url).await.unwrap();
+                let mut asked = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    sqlx::raw_sql("CHECKPOINT").execute(&mut c).await.unwrap();
+                    asked += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                asked
+            })
+        })
+    };
+    let args = ["--only", "intake", "--latency-run", "1s"];
+    let (report, _, _) = bench_on(
+        &url,
+        &[TINY, &args, &["--pgbench", "/nonexistent/pgbench"]].concat(),
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(checkpointer.join().unwrap() > 0);
+    let notes = notes(&report);
+    assert!(
+        notes.iter().all(|n| !n.contains("could not be read")),
+        "{notes:?}"
+    );
+    let phases = [
+        "intake",
+        "duplicates",
+        "half rate",
+        "duplicates without memory",
+    ];
+    let checkpointed: Vec<&str> = notes
+        .iter()
+        .copied()
+        .filter(|n| n.contains(": checkpoints: "))
+        .collect();
+    assert!(
+        checkpointed.iter().any(|n| n.contains("began")),
+        "{notes:?}"
+    );
+    for n in &checkpointed {
+        let phase = n.split(": checkpoints: ").next().unwrap();
+        assert!(phases.contains(&phase), "{n}");
+        assert!(
+            n.ends_with("(on the disk the commits' WAL flushes use)"),
+            "{n}"
+        );
+    }
+}
+
 /// The CPU per request of each HTTP run and each pair's sides (Linux), and the figures read from
 /// it, each equal to what the table says; how many of those figures the report has.
 fn receiver_beside_the_ceiling(report: &Value, nginx: bool, pgbench: bool) -> usize {

@@ -5,6 +5,7 @@
 //! 42 ms, its p99 30 ms (docs/performance.md, round 25). The phase's figures stand as measured;
 //! the report says when this happened.
 
+use super::checkpoints;
 use sqlx::PgPool;
 
 /// PostgreSQL's autovacuum counters for the bench's database at one moment.
@@ -66,29 +67,31 @@ pub fn during(before: Seen, after: Seen) -> Option<String> {
 }
 
 /// Runs the phase `start` starts (after the first reading, so that a schedule it sets is not
-/// eaten into), and notes in `report` what autovacuum did meanwhile, under `name`.
+/// eaten into), and notes in `report` what autovacuum and the checkpointer did meanwhile, under
+/// `name`.
 pub async fn watched<T, F: Future<Output = T>>(
     pool: &PgPool,
     report: &mut super::report::Report,
     name: &str,
     start: impl FnOnce() -> F,
 ) -> T {
-    let (out, note) = around(pool, name, start).await;
-    if let Some(note) = note {
+    let (out, notes) = around(pool, name, start).await;
+    for note in notes {
         report.note(note);
     }
     out
 }
 
-/// [`watched`] for a phase that cannot lend the report while it runs: the note to add, if any.
+/// [`watched`] for a phase that cannot lend the report while it runs: the notes to add.
 pub async fn around<T, F: Future<Output = T>>(
     pool: &PgPool,
     name: &str,
     start: impl FnOnce() -> F,
-) -> (T, Option<String>) {
-    let before = seen(pool).await;
+) -> (T, Vec<String>) {
+    let before = (seen(pool).await, checkpoints::seen(pool).await);
     let out = start().await;
-    let note = match (before, seen(pool).await) {
+    let after = (seen(pool).await, checkpoints::seen(pool).await);
+    let vacuum = match (before.0, after.0) {
         (Ok(before), Ok(after)) => during(before, after).map(|said| {
             format!("{name}: {said} (its figures include that work on the same cores)")
         }),
@@ -96,7 +99,14 @@ pub async fn around<T, F: Future<Output = T>>(
             "{name}: autovacuum's counters could not be read: {e}"
         )),
     };
-    (out, note)
+    let checkpoint = match (before.1, after.1) {
+        (Ok(before), Ok(after)) => checkpoints::during(&before, &after)
+            .map(|said| format!("{name}: {said} (on the disk the commits' WAL flushes use)")),
+        (Err(e), _) | (_, Err(e)) => Some(format!(
+            "{name}: the checkpointer's counters could not be read: {e}"
+        )),
+    };
+    (out, vacuum.into_iter().chain(checkpoint).collect())
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 mod args;
 mod autovacuum;
 mod ceiling;
+mod checkpoints;
 mod cpu;
 mod cpu_table;
 mod deployment;

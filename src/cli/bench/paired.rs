@@ -117,7 +117,7 @@ pub async fn run(
             let w = wal::measured(meter, &env.pool, per_commit).await;
             anyhow::Ok(((out.run.rate(), w, split), note))
         };
-        // Each side: (its rate, WAL and CPU, a note when autovacuum worked while it ran).
+        // Each side: (its rate, WAL and CPU, notes when autovacuum or a checkpoint worked while it ran).
         let (
             ((pgbench, pgbench_wal, pgbench_cpu), pgbench_note),
             ((intake, intake_wal, intake_cpu), intake_note),
