@@ -849,8 +849,8 @@ fn bench_notes_a_run_sessions_of_another_database_wrote_and_left_during() {
 }
 
 /// A checkpoint during one of the intake's latency phases is named in a note, as autovacuum's
-/// work is: the half-rate misses since round 40 met the checkpoints the bench's writes start
-/// every 15-18 s (round 46). Here a session asks for one every 100 ms while the phases run.
+/// work is, so that a miss beside one says so (round 46). Here a session asks for one every
+/// 100 ms while the phases run.
 #[test]
 fn bench_notes_a_checkpoint_during_a_phase() {
     let _one_at_a_time = BENCH_DB.lock().unwrap_or_else(|e| e.into_inner());
@@ -938,6 +938,7 @@ fn receiver_beside_the_ceiling(report: &Value, nginx: bool, pgbench: bool) -> us
         intake,
         dups,
         "duplicates, no memory (each asks the inbox)",
+        "intake at half the max rate (open loop)",
     ];
     if nginx {
         runs.push(ceiling_row);

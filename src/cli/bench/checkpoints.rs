@@ -1,9 +1,11 @@
 //! Whether a PostgreSQL checkpoint ran while a phase did. With the default `max_wal_size` (1 GB)
-//! the bench's writes start one every 15-18 s on this machine, each spreading its writes over
-//! most of that (`checkpoint_completion_target` 0.9) and ending with an fsync of every data file
-//! it wrote, up to 0.67 s of them in round 46's first run, on the disk whose WAL flushes every
-//! commit waits for. So a 5 s phase (the half-rate one) meets one or not, by chance. The phase's
-//! figures stand as measured; the report says when it met one.
+//! the bench's longer write phases (pgbench's, the pipeline's) start one every 15-18 s on this
+//! machine, each spreading its writes over most of that (`checkpoint_completion_target` 0.9) and
+//! ending with an fsync of every data file it wrote, up to 0.67 s of them in round 46's first
+//! run, on the disk whose WAL flushes every commit waits for. The bench checkpoints before each
+//! phase it empties the inbox for, and the intake's phases write far less WAL than starts one,
+//! so they rarely meet one; a server with a smaller `max_wal_size`, or other databases writing,
+//! changes that. The phase's figures stand as measured; the report says when it met one.
 
 use sqlx::PgPool;
 
