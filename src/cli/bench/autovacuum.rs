@@ -2,10 +2,10 @@
 //! fills an empty inbox with tens of thousands of rows, so autovacuum vacuums and analyzes it
 //! within its next minute, at a moment nobody chose: on this 2-core machine one such pass took
 //! both cores for about a third of a second, and the half-rate phase's answers then took up to
-//! 42 ms, its p99 30 ms (docs/performance.md, round 25). The phase's figures stand as measured;
-//! the report says when this happened.
+//! 42 ms, its p99 30 ms (docs/performance.md, round 25). [`super::background`] reads it around
+//! each latency phase and says when this happened.
 
-use super::checkpoints;
+use super::background::at_either_end;
 use sqlx::PgPool;
 
 /// PostgreSQL's autovacuum counters for the bench's database at one moment.
@@ -49,64 +49,14 @@ pub fn during(before: Seen, after: Seen) -> Option<String> {
             finished.push(format!("{n} {what}{}", if n == 1 { "" } else { "s" }));
         }
     }
-    let at_work: Vec<&str> = [
-        (before.running > 0, "when it began"),
-        (after.running > 0, "when it ended"),
-    ]
-    .into_iter()
-    .filter_map(|(yes, when)| yes.then_some(when))
-    .collect();
     let mut said = Vec::new();
     if !finished.is_empty() {
         said.push(format!("finished {}", finished.join(" and ")));
     }
-    if !at_work.is_empty() {
-        said.push(format!("was at work {}", at_work.join(" and ")));
+    if let Some(when) = at_either_end(before.running > 0, after.running > 0) {
+        said.push(format!("was at work {when}"));
     }
     (!said.is_empty()).then(|| format!("autovacuum {}", said.join(", and ")))
-}
-
-/// Runs the phase `start` starts (after the first reading, so that a schedule it sets is not
-/// eaten into), and notes in `report` what autovacuum and the checkpointer did meanwhile, under
-/// `name`.
-pub async fn watched<T, F: Future<Output = T>>(
-    pool: &PgPool,
-    report: &mut super::report::Report,
-    name: &str,
-    start: impl FnOnce() -> F,
-) -> T {
-    let (out, notes) = around(pool, name, start).await;
-    for note in notes {
-        report.note(note);
-    }
-    out
-}
-
-/// [`watched`] for a phase that cannot lend the report while it runs: the notes to add.
-pub async fn around<T, F: Future<Output = T>>(
-    pool: &PgPool,
-    name: &str,
-    start: impl FnOnce() -> F,
-) -> (T, Vec<String>) {
-    let before = (seen(pool).await, checkpoints::seen(pool).await);
-    let out = start().await;
-    let after = (seen(pool).await, checkpoints::seen(pool).await);
-    let vacuum = match (before.0, after.0) {
-        (Ok(before), Ok(after)) => during(before, after).map(|said| {
-            format!("{name}: {said} (its figures include that work on the same cores)")
-        }),
-        (Err(e), _) | (_, Err(e)) => Some(format!(
-            "{name}: autovacuum's counters could not be read: {e}"
-        )),
-    };
-    let checkpoint = match (before.1, after.1) {
-        (Ok(before), Ok(after)) => checkpoints::during(&before, &after)
-            .map(|said| format!("{name}: {said} (on the disk the commits' WAL flushes use)")),
-        (Err(e), _) | (_, Err(e)) => Some(format!(
-            "{name}: the checkpointer's counters could not be read: {e}"
-        )),
-    };
-    (out, vacuum.into_iter().chain(checkpoint).collect())
 }
 
 #[cfg(test)]

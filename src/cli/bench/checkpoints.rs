@@ -7,6 +7,7 @@
 //! so they rarely meet one; a server with a smaller `max_wal_size`, or other databases writing,
 //! changes that. The phase's figures stand as measured; the report says when it met one.
 
+use super::background::at_either_end;
 use sqlx::PgPool;
 
 /// The checkpointer's counters, cluster-wide, at one moment.
@@ -76,15 +77,9 @@ pub fn during(before: &Seen, after: &Seen) -> Option<String> {
     } else if moved {
         said.push("one or more ended".to_string());
     }
-    let at_work: Vec<&str> = [
-        (before.at_work == Some(true), "when it began"),
-        (after.at_work == Some(true), "when it ended"),
-    ]
-    .into_iter()
-    .filter_map(|(yes, when)| yes.then_some(when))
-    .collect();
-    if !at_work.is_empty() {
-        said.push(format!("one was under way {}", at_work.join(" and ")));
+    let (began, ended) = (before.at_work == Some(true), after.at_work == Some(true));
+    if let Some(when) = at_either_end(began, ended) {
+        said.push(format!("one was under way {when}"));
     }
     (!said.is_empty()).then(|| format!("checkpoints: {}", said.join(", ")))
 }

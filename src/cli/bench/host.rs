@@ -73,19 +73,4 @@ mod tests {
         assert_eq!(booted_at("cpu  1 2 3 4\n"), None);
         assert_eq!(booted_at("btime soon\n"), None);
     }
-
-    #[test]
-    fn this_machine_is_described_or_says_null() {
-        let host = describe();
-        for key in ["cpu_model", "kernel", "booted_at"] {
-            let v = &host[key];
-            assert!(
-                v.is_null() || v.as_str().is_some_and(|s| !s.is_empty()),
-                "{key}: {v}"
-            );
-        }
-        if cfg!(target_os = "linux") {
-            assert!(host["booted_at"].as_str().unwrap().ends_with('Z'), "{host}");
-        }
-    }
 }

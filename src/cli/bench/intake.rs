@@ -3,7 +3,7 @@
 //! the baselines and to the HTTP ceiling measured earlier in the same run, and to pgbench 1-row
 //! in pairs run beside it (`paired.rs`).
 
-use super::autovacuum::watched;
+use super::background::watched;
 use super::cpu;
 use super::load;
 use super::open_loop::{self, Pace};

@@ -8,6 +8,7 @@
 
 mod args;
 mod autovacuum;
+mod background;
 mod ceiling;
 mod checkpoints;
 mod cpu;

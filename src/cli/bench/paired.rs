@@ -6,7 +6,7 @@
 //! alternating from pair to pair, and the target uses the median of the pairs' ratios.
 
 use super::BenchArgs;
-use super::autovacuum::around;
+use super::background::around;
 use super::cpu;
 use super::load;
 use super::pgbench;
