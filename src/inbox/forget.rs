@@ -40,14 +40,18 @@ impl Inbox {
     pub async fn forget_gone_integrations(&self, configured: &[String]) -> Result<u64> {
         let mut n = 0;
         match self {
+            // A gone integration may leave a version per resource it ever delivered: millions,
+            // in one statement, which may take longer than a request may wait.
             Inbox::Postgres(pool) => {
+                let mut tx = super::maintenance(pool).await?;
                 for sql in FORGET_RECORDS_PG {
                     n += sqlx::query(sql)
                         .bind(configured)
-                        .execute(pool)
+                        .execute(&mut *tx)
                         .await?
                         .rows_affected();
                 }
+                tx.commit().await?;
             }
             Inbox::Sqlite(pool) => {
                 let configured = serde_json::to_string(configured).expect("strings serialize");

@@ -77,6 +77,7 @@ use crate::redact::redact_url;
 mod error;
 
 pub use error::{Error, Result};
+use sqlx::Postgres;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -281,12 +282,27 @@ pub(crate) fn within_batch<T>(
 /// holds then fails the batch after that long instead of holding it, and the retention pass
 /// behind it, for as long as that transaction lasts. (The filter runs before the select list, so
 /// the timeout is read before it is lifted.)
+const LIFT_STATEMENT_TIMEOUT_PG: &str = "SELECT set_config('statement_timeout', '0', true) \
+     WHERE set_config('lock_timeout', current_setting('statement_timeout'), true) IS NOT NULL";
+
+/// [`LIFT_STATEMENT_TIMEOUT_PG`] for `inbox`'s backend: SQLite's timeout is a busy timeout, which
+/// only ever waits for the one writer, so it stays.
 pub(crate) fn lift_statement_timeout(inbox: &Inbox) -> &'static str {
     match inbox {
-        Inbox::Postgres(_) => {
-            "SELECT set_config('statement_timeout', '0', true) \
-             WHERE set_config('lock_timeout', current_setting('statement_timeout'), true) IS NOT NULL"
-        }
+        Inbox::Postgres(_) => LIFT_STATEMENT_TIMEOUT_PG,
         Inbox::Sqlite(_) => "SELECT 1",
     }
+}
+
+/// A PostgreSQL transaction for maintenance work, its statement timeout lifted and its lock
+/// waits kept within it ([`LIFT_STATEMENT_TIMEOUT_PG`]). Every retention statement runs in one:
+/// under load a statement with nothing to wait for may still take longer than a request may.
+pub(crate) async fn maintenance(
+    pool: &PgPool,
+) -> sqlx::Result<sqlx::Transaction<'static, Postgres>> {
+    let mut tx = pool.begin().await?;
+    sqlx::query(LIFT_STATEMENT_TIMEOUT_PG)
+        .execute(&mut *tx)
+        .await?;
+    Ok(tx)
 }

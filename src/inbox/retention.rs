@@ -239,10 +239,7 @@ impl Inbox {
     ) -> Result<u64> {
         match self {
             Inbox::Postgres(pool) => {
-                let mut tx = pool.begin().await?;
-                sqlx::query(super::lift_statement_timeout(self))
-                    .execute(&mut *tx)
-                    .await?;
+                let mut tx = super::maintenance(pool).await?;
                 let n: i64 = sqlx::query_scalar(DELETE_FINISHED_PG)
                     .bind(integration)
                     .bind(finished_before)
@@ -282,14 +279,24 @@ impl Inbox {
 
     /// [`Inbox::prune_nonces`], asking `stop` before each batch.
     pub async fn prune_nonces_until(&self, now: DateTime<Utc>, stop: Stop<'_>) -> Result<u64> {
-        let sql = match self {
-            Inbox::Postgres(_) => PRUNE_NONCES_PG,
-            Inbox::Sqlite(_) => PRUNE_NONCES_SQLITE,
-        };
         in_batches(stop, || async {
-            backend!(self, pool => {
-                Ok(sqlx::query(sql).bind(now).execute(pool).await?.rows_affected())
-            })
+            match self {
+                Inbox::Postgres(pool) => {
+                    let mut tx = super::maintenance(pool).await?;
+                    let n = sqlx::query(PRUNE_NONCES_PG)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                    tx.commit().await?;
+                    Ok(n)
+                }
+                Inbox::Sqlite(pool) => Ok(sqlx::query(PRUNE_NONCES_SQLITE)
+                    .bind(now)
+                    .execute(pool)
+                    .await?
+                    .rows_affected()),
+            }
         })
         .await
     }

@@ -10,9 +10,11 @@
 //! (475 ms for 500,000 of 1,000,000 on this machine), holding each until the end. Walking the
 //! primary key in batches instead cost 7-8 times as much in all (its order is not the table's).
 //!
-//! A stretch that waits for a row another transaction holds until the statement timeout is left
-//! for the next pass and the walk goes on, up to [`SKIPPED_STRETCHES_MAX`] of them; any other
-//! failure ends the walk. Until round 40 the first ended it, and with it the rest of the pass.
+//! A stretch that waits for a row another transaction holds for as long as the statement timeout
+//! is left for the next pass and the walk goes on, up to [`SKIPPED_STRETCHES_MAX`] of them; any
+//! other failure ends the walk. Until round 40 the first ended it, and with it the rest of the
+//! pass. Only the wait is bounded (`lock_timeout`, in a [`super::maintenance`] transaction): until
+//! round 47 a stretch slow under load, with nothing to wait for, was left as if a row were held.
 
 use super::{Error, Inbox, NEVER_STOPS, Stop};
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -119,15 +121,21 @@ impl Inbox {
                     if stop() {
                         break;
                     }
-                    let stretch = sqlx::query(STRETCH_PG)
-                        .bind(&names)
-                        .bind(&before)
-                        .bind(start)
-                        .bind(start + VERSIONS_PAGES)
-                        .bind(now)
-                        .execute(pool)
-                        .await;
-                    let stretch = stretch.map(|r| r.rows_affected()).map_err(Error::from);
+                    let stretch = async {
+                        let mut tx = super::maintenance(pool).await?;
+                        let n = sqlx::query(STRETCH_PG)
+                            .bind(&names)
+                            .bind(&before)
+                            .bind(start)
+                            .bind(start + VERSIONS_PAGES)
+                            .bind(now)
+                            .execute(&mut *tx)
+                            .await?
+                            .rows_affected();
+                        tx.commit().await?;
+                        Ok::<_, sqlx::Error>(n)
+                    };
+                    let stretch = stretch.await.map_err(Error::from);
                     if !forgotten.add(stretch, &mut skipped) {
                         break;
                     }

@@ -215,9 +215,21 @@ async fn rows(url: &str) -> HashMap<String, (String, i64, Option<String>)> {
     .collect()
 }
 
-/// Each event's lease (`locked_until`) as it stands now.
-async fn leases(url: &str) -> HashMap<String, Option<DateTime<Utc>>> {
+/// Brings each lease that ends later than `within` from now to that instant, as if the killed
+/// worker's claims were that old (the test's own clock: the lease is long so that the delivery
+/// timeout, ¾ of it, cannot end an attempt before the kill however loaded the machine); each
+/// event's lease as it then stands.
+async fn leases_ending_within(
+    url: &str,
+    within: Duration,
+) -> HashMap<String, Option<DateTime<Utc>>> {
     let mut conn = PgConnection::connect(url).await.unwrap();
+    let end = Utc::now() + chrono::Duration::from_std(within).unwrap();
+    sqlx::query("UPDATE inbox_events SET locked_until = $1 WHERE locked_until > $1")
+        .bind(end)
+        .execute(&mut conn)
+        .await
+        .unwrap();
     sqlx::query_as::<_, (String, Option<DateTime<Utc>>)>(
         "SELECT event_id, locked_until FROM inbox_events",
     )
@@ -278,12 +290,20 @@ fn setup(dest: &str, timeout: &str, schedule: &str, tolerance: &str) -> tempfile
 /// A worker process killed with SIGKILL while its deliveries hang: the events stay `processing`
 /// until their lease ends, then another worker process delivers each of them again with the same
 /// webhook-id, and nothing stays `processing`.
+///
+/// The kill must come while every attempt still hangs, before the delivery timeout (¾ of the
+/// lease) ends the first: posting the ten events and seeing them arrive has that long. The test
+/// used a 2 s lease, which left 1.5 s: CI failed it on 2026-12-06, and a run starved of CPU here
+/// overran it in 2 of 4 tries (the first attempts timed out and were retried before the kill;
+/// an 8 s lease failed the same way). So the lease is a minute, and once the worker is dead its
+/// end is brought near in the database.
 #[tokio::test]
 async fn worker_killed_mid_delivery_is_delivered_again_after_its_lease() {
     let Some((admin_url, url)) = fresh_database().await else {
         skip_or_fail("DATABASE_URL is not set (a PostgreSQL superuser URL; tests/run.sh sets it)");
         return;
     };
+    const LEASE: &str = "60s";
     let dest = Flaky::start(Arc::new(|_, nth| {
         if nth == 1 {
             Act::Hang
@@ -302,7 +322,7 @@ async fn worker_killed_mid_delivery_is_delivered_again_after_its_lease() {
             "--listen",
             &listen,
             "--lease",
-            "2s",
+            LEASE,
             "--poll",
             "50ms",
         ],
@@ -329,8 +349,9 @@ async fn worker_killed_mid_delivery_is_delivered_again_after_its_lease() {
     )
     .await;
     drop(first); // SIGKILL, with every delivery still hanging
-    // Each event's lease as the killed worker left it: nobody may deliver it again before.
-    let leases = leases(&url).await;
+    // Each event's lease as the killed worker left it, brought near: nobody may deliver it
+    // again before.
+    let leases = leases_ending_within(&url, Duration::from_secs(2)).await;
     let stuck = rows(&url)
         .await
         .values()
@@ -339,7 +360,7 @@ async fn worker_killed_mid_delivery_is_delivered_again_after_its_lease() {
 
     let _second = hookgate(
         dir.path(),
-        &["worker", "--lease", "2s", "--poll", "50ms"],
+        &["worker", "--lease", LEASE, "--poll", "50ms"],
         &url,
         "second",
     )

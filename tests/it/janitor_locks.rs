@@ -104,6 +104,74 @@ async fn a_row_held_by_another_transaction_holds_up_only_its_own_step(pool: PgPo
     assert_eq!(s.event_ids().await, Vec::<String>::new());
 }
 
+/// Makes every statement that changes `table` take at least `secs` seconds (a statement-level
+/// trigger): the slow statement of a loaded machine, with no lock to wait for.
+async fn slow_changes(pool: &PgPool, table: &str, secs: f64) {
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE OR REPLACE FUNCTION slow_change() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN PERFORM pg_sleep({secs}); RETURN NULL; END $$"
+    )))
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE TRIGGER slow_change AFTER UPDATE OR DELETE ON {table} \
+         FOR EACH STATEMENT EXECUTE FUNCTION slow_change()"
+    )))
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+/// Every step's statements take longer than the statement timeout, with no row held: retention is
+/// maintenance, which may take longer than a request may wait, so each step lifts the timeout for
+/// its own transaction and keeps only its lock waits within it. Until round 47 the versions walk,
+/// the nonces' prune and the gone integrations' records ran under the request path's timeout: a
+/// stretch slow under load was left as if a row were held (CI, 2026-12-06), and a large enough
+/// step failed on every pass.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn every_step_outlasts_the_statement_timeout_when_no_row_is_held(pool: PgPool) {
+    let (s, long_ago) = two_finished_events(&pool, "200").await;
+    let w = s.worker();
+    for sql in [
+        "INSERT INTO resource_versions (integration, resource_id, version, updated_at) \
+         VALUES ('w/ordered', 'r1', 'i:1', $1)",
+        "INSERT INTO signature_nonces (integration, digest, expires_at) VALUES ('w/fast', '\\x01', $1)",
+        "INSERT INTO key_usage (integration, key_id, last_used_at) VALUES ('w/gone', 'k1', $1)",
+    ] {
+        sqlx::query(sql)
+            .bind(long_ago)
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    for table in [
+        "inbox_events",
+        "resource_versions",
+        "signature_nonces",
+        "key_usage",
+    ] {
+        slow_changes(&pool, table, 0.5).await;
+    }
+
+    let pass = hookgate::worker::janitor::sweep(s.inbox(), &w).await;
+    let failed: Vec<String> = pass
+        .failed
+        .iter()
+        .map(|f| format!("{}: {}", f.step.as_str(), f.error))
+        .collect();
+    assert_eq!(failed, Vec::<String>::new(), "no step timed out");
+    assert_eq!(
+        (pass.swept.purged, pass.swept.deleted),
+        (2, 2),
+        "both events' bodies, then the events"
+    );
+    assert_eq!(s.event_ids().await, Vec::<String>::new());
+    assert_eq!(pass.swept.versions, 1);
+    assert_eq!(pass.swept.nonces, 1);
+    assert_eq!(pass.swept.records, 1, "the gone integration's key use");
+}
+
 /// A database that cannot be reached at all ends the pass at its first step: every further step
 /// would wait for a connection in vain.
 async fn a_pass_on_an_unreachable_database_ends_at_its_first_failure(inbox: Inbox) {
