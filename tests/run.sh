@@ -88,7 +88,19 @@ if [ "${HOOKGATE_SKIP_CHART_TESTS:-}" = 1 ]; then
 else
   tests/chart/run.sh
 fi
-cargo test --all-targets "$@"
+# A failed test's panic message is repeated at the very end: with RUST_BACKTRACE set (as CI sets
+# it), each failure's backtrace pushes its message far above the summary, and a CI record that
+# keeps only the end of the output named the failed tests without saying why (2026-12-06).
+TEST_LOG=$(mktemp)
+status=0
+cargo test --all-targets "$@" 2>&1 | tee "$TEST_LOG" || status=$?
+if [ "$status" != 0 ]; then
+  echo "tests/run.sh: cargo test failed (exit $status); what the failed tests said, without backtraces:"
+  awk '/ panicked at /{p=1; n=0} p && (/^stack backtrace:/ || /^note: /){p=0} p && n<40 {print; n++}' "$TEST_LOG"
+  rm -f "$TEST_LOG"
+  exit "$status"
+fi
+rm -f "$TEST_LOG"
 # The binary as the image runs it: uid 65532, read-only root (uses the debug build from above;
 # `tests/image/run.sh --release` checks the release build).
 tests/image/run.sh
