@@ -40,6 +40,19 @@ pub(crate) async fn hold(pool: &PgPool) -> sqlx::Transaction<'static, sqlx::Post
     holder
 }
 
+/// Due besides the events, each `long_ago`: a stale ordering version of `w/ordered`, an expired
+/// nonce of `w/fast` and the key use of `w/gone`, an integration no longer configured.
+async fn due_besides_events(pool: &PgPool, long_ago: DateTime<Utc>) {
+    for sql in [
+        "INSERT INTO resource_versions (integration, resource_id, version, updated_at) \
+         VALUES ('w/ordered', 'r1', 'i:1', $1)",
+        "INSERT INTO signature_nonces (integration, digest, expires_at) VALUES ('w/fast', '\\x01', $1)",
+        "INSERT INTO key_usage (integration, key_id, last_used_at) VALUES ('w/gone', 'k1', $1)",
+    ] {
+        sqlx::query(sql).bind(long_ago).execute(pool).await.unwrap();
+    }
+}
+
 /// `w/orders` has a finished event another transaction holds; `w/fast` has one nobody holds;
 /// besides them a stale ordering version, an expired nonce and the key use of a gone integration
 /// are due. The pass ends once the held row's wait reached the statement timeout, with all of it
@@ -48,18 +61,7 @@ pub(crate) async fn hold(pool: &PgPool) -> sqlx::Transaction<'static, sqlx::Post
 async fn a_row_held_by_another_transaction_holds_up_only_its_own_step(pool: PgPool) {
     let (s, long_ago) = two_finished_events(&pool, "300").await;
     let w = s.worker();
-    for sql in [
-        "INSERT INTO resource_versions (integration, resource_id, version, updated_at) \
-         VALUES ('w/ordered', 'r1', 'i:1', $1)",
-        "INSERT INTO signature_nonces (integration, digest, expires_at) VALUES ('w/fast', '\\x01', $1)",
-        "INSERT INTO key_usage (integration, key_id, last_used_at) VALUES ('w/gone', 'k1', $1)",
-    ] {
-        sqlx::query(sql)
-            .bind(long_ago)
-            .execute(&pool)
-            .await
-            .unwrap();
-    }
+    due_besides_events(&pool, long_ago).await;
     let holder = hold(&pool).await;
 
     let pass = tokio::time::timeout(
@@ -133,18 +135,7 @@ async fn slow_changes(pool: &PgPool, table: &str, secs: f64) {
 async fn every_step_outlasts_the_statement_timeout_when_no_row_is_held(pool: PgPool) {
     let (s, long_ago) = two_finished_events(&pool, "200").await;
     let w = s.worker();
-    for sql in [
-        "INSERT INTO resource_versions (integration, resource_id, version, updated_at) \
-         VALUES ('w/ordered', 'r1', 'i:1', $1)",
-        "INSERT INTO signature_nonces (integration, digest, expires_at) VALUES ('w/fast', '\\x01', $1)",
-        "INSERT INTO key_usage (integration, key_id, last_used_at) VALUES ('w/gone', 'k1', $1)",
-    ] {
-        sqlx::query(sql)
-            .bind(long_ago)
-            .execute(&pool)
-            .await
-            .unwrap();
-    }
+    due_besides_events(&pool, long_ago).await;
     for table in [
         "inbox_events",
         "resource_versions",
