@@ -244,9 +244,9 @@ async fn a_lease_on_a_stale_resource_waits_for_one_stretch_of_the_pass_at_most(p
 }
 
 /// A stretch that waits for a version another transaction holds is left for the next pass once
-/// its wait reaches the statement timeout (as `lock_timeout`), and the walk goes on to the next, up to
-/// [`SKIPPED_STRETCHES_MAX`] of them; the next failure ends the walk. Until round 40 the first
-/// held row ended the walk, and with it the rest of the retention pass.
+/// its wait reaches the statement timeout (as `lock_timeout`), and the walk goes on to the next,
+/// up to [`SKIPPED_STRETCHES_MAX`] of them; the next failure ends the walk. Until round 40 the
+/// first held row ended the walk, and with it the rest of the retention pass.
 #[sqlx::test(migrations = "migrations/postgres")]
 async fn a_stretch_behind_a_held_version_waits_for_the_next_pass_and_the_walk_goes_on(
     pool: sqlx::PgPool,
