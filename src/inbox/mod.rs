@@ -285,18 +285,10 @@ pub(crate) fn within_batch<T>(
 const LIFT_STATEMENT_TIMEOUT_PG: &str = "SELECT set_config('statement_timeout', '0', true) \
      WHERE set_config('lock_timeout', current_setting('statement_timeout'), true) IS NOT NULL";
 
-/// [`LIFT_STATEMENT_TIMEOUT_PG`] for `inbox`'s backend: SQLite's timeout is a busy timeout, which
-/// only ever waits for the one writer, so it stays.
-pub(crate) fn lift_statement_timeout(inbox: &Inbox) -> &'static str {
-    match inbox {
-        Inbox::Postgres(_) => LIFT_STATEMENT_TIMEOUT_PG,
-        Inbox::Sqlite(_) => "SELECT 1",
-    }
-}
-
 /// A PostgreSQL transaction for maintenance work, its statement timeout lifted and its lock
 /// waits kept within it ([`LIFT_STATEMENT_TIMEOUT_PG`]). Every retention statement runs in one:
 /// under load a statement with nothing to wait for may still take longer than a request may.
+/// (SQLite's timeout is a busy timeout, which only ever waits for the one writer, so it stays.)
 pub(crate) async fn maintenance(
     pool: &PgPool,
 ) -> sqlx::Result<sqlx::Transaction<'static, Postgres>> {

@@ -182,27 +182,27 @@ impl Inbox {
         stop: Stop<'_>,
     ) -> Result<u64> {
         let empty: &[u8] = &[];
-        let lift = super::lift_statement_timeout(self);
-        let sql = match self {
-            Inbox::Postgres(_) => PURGE_PG,
-            Inbox::Sqlite(_) => PURGE_SQLITE,
-        };
-        in_batches(stop, || async {
-            backend!(self, pool => {
-                // Under load a batch may take longer than the request-path statement timeout.
-                let mut tx = pool.begin().await?;
-                sqlx::query(lift).execute(&mut *tx).await?;
-                let n = sqlx::query(sql)
+        macro_rules! purge {
+            ($sql:expr) => {
+                sqlx::query($sql)
                     .bind(empty)
                     .bind(now)
                     .bind(integration)
                     .bind(finished_before)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                tx.commit().await?;
-                Ok(n)
-            })
+            };
+        }
+        in_batches(stop, || async {
+            match self {
+                Inbox::Postgres(pool) => {
+                    let mut tx = super::maintenance(pool).await?;
+                    let n = purge!(PURGE_PG).execute(&mut *tx).await?.rows_affected();
+                    tx.commit().await?;
+                    Ok(n)
+                }
+                Inbox::Sqlite(pool) => {
+                    Ok(purge!(PURGE_SQLITE).execute(pool).await?.rows_affected())
+                }
+            }
         })
         .await
     }

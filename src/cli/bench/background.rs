@@ -106,21 +106,16 @@ mod tests {
                 .starts_with("the counters could not be read: "),
             "{note:?}"
         );
-        let quiet = said(
-            Ok(1),
-            Ok(1),
-            |b, a| (a != b).then(|| "moved".into()),
-            "why",
-            "c",
-        );
-        assert_eq!(quiet, None);
-        let moved = said(
-            Ok(1),
-            Ok(2),
-            |b, a| (a != b).then(|| "moved".into()),
-            "why",
-            "c",
-        );
-        assert_eq!(moved.as_deref(), Some("moved (why)"));
+        let to = |after| {
+            said(
+                Ok(1),
+                Ok(after),
+                |b, a| (a != b).then(|| "moved".into()),
+                "why",
+                "c",
+            )
+        };
+        assert_eq!(to(1), None, "nothing moved, nothing said");
+        assert_eq!(to(2).as_deref(), Some("moved (why)"));
     }
 }
