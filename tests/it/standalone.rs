@@ -2,23 +2,14 @@
 //! loopback, the shipped example manifests, a SQLite inbox in a temp directory.
 
 use crate::common::destination::Destination;
+use crate::common::procs::{BIN, free_port};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_hookgate");
-
 pub(crate) fn repo(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(p)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 pub(crate) fn run(args: &[&str]) -> Output {

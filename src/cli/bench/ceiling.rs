@@ -8,8 +8,9 @@
 
 use super::cpu::PerEvent;
 use super::load::{self, Prepared};
+use super::ports::free_port;
 use super::requests::Cycle;
-use super::setup::{Env, free_port};
+use super::setup::Env;
 use super::stats::Run;
 use anyhow::{Context, bail};
 use axum::body::Bytes;

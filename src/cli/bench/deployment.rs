@@ -6,8 +6,9 @@
 //! receiver workers of its own beside the worker process, as `receiver.workers.enabled` does.
 
 use super::args::Topology;
+use super::ports::free_port;
 use super::scrape;
-use super::setup::{Child, Env, free_port};
+use super::setup::{Child, Env};
 use std::net::SocketAddr;
 
 /// The hookgate processes of one pipeline step; killed when dropped.

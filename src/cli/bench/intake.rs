@@ -65,7 +65,7 @@ pub async fn run(
     report: &mut Report,
 ) -> anyhow::Result<()> {
     // Its admin port serves the batch histogram the WAL table's events per commit come from.
-    let receiver = env.spawn_receiver(Some(super::setup::free_port()?))?;
+    let receiver = env.spawn_receiver(Some(super::ports::free_port()?))?;
     receiver.wait_ready().await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let idle_rss = receiver.rss_kib()?;

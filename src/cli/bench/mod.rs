@@ -22,6 +22,7 @@ mod open_loop;
 mod paired;
 mod pgbench;
 mod pipeline;
+mod ports;
 mod report;
 mod requests;
 mod retention;
@@ -38,6 +39,7 @@ mod verify;
 mod wal;
 
 pub use args::{BenchArgs, Phase};
+pub use ports::free_port;
 
 use anyhow::Context;
 use report::{Report, Row};

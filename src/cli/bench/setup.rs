@@ -3,6 +3,7 @@
 
 use super::BenchArgs;
 use super::load::Prepared;
+use super::ports::free_port;
 use super::requests::{self, INTEGRATION, SECRET, Signer};
 use super::sql::BenchRow;
 use anyhow::{Context, bail};
@@ -297,23 +298,6 @@ spec:
     }
 }
 
-/// A loopback address with a port free right now (the child binds it a moment later), and never
-/// handed out before by this process: a port is free again once the probe is dropped, so two
-/// calls could give one port to two children. The split-delivering pipeline's worker got the
-/// standalone's listen port as its admin port that way, and bound it first (CI, 2026-12-07).
-pub fn free_port() -> anyhow::Result<SocketAddr> {
-    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
-    loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        if GIVEN.lock().unwrap_or_else(|e| e.into_inner()).insert(port) {
-            return Ok(([127, 0, 0, 1], port).into());
-        }
-    }
-}
-
 /// A hookgate process started by the bench; killed when dropped.
 pub struct Child {
     proc: std::process::Child,
@@ -380,18 +364,5 @@ impl Drop for Child {
     fn drop(&mut self) {
         let _ = self.proc.kill();
         let _ = self.proc.wait();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    /// Far more ports than the ephemeral range makes likely to come out distinct by chance.
-    #[test]
-    fn no_port_is_handed_out_twice() {
-        let ports: Vec<u16> = (0..3000)
-            .map(|_| super::free_port().unwrap().port())
-            .collect();
-        let distinct: std::collections::BTreeSet<u16> = ports.iter().copied().collect();
-        assert_eq!(distinct.len(), ports.len());
     }
 }

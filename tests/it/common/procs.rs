@@ -5,12 +5,11 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_hookgate");
 
+/// A loopback port for a child process to bind: the bench's picker, so that tests running side by
+/// side in this process never get one port twice, and the kernel never hands it to a `bind(0)` or
+/// an outgoing connection before the child binds it (`hookgate::cli::bench::free_port`).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    hookgate::cli::bench::free_port().unwrap().port()
 }
 
 /// A fresh database on the server DATABASE_URL points at: (admin URL, its URL). Drop it with
