@@ -130,6 +130,20 @@ impl Looping {
         )
     }
 
+    /// [`Looping::passes`] once it reads `want`, or as it reads after 5 s. A pass records its
+    /// run before it gives its lock back and its slot up, so a record seen is not yet a gauge
+    /// moved: read once, `running` was still 2 on a starved machine.
+    async fn passes_settled_at(&self, want: (&str, &str)) -> (String, String) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let now = self.passes();
+            if (now.0.as_str(), now.1.as_str()) == want || Instant::now() >= deadline {
+                return now;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     async fn stop(self) {
         self.running.stop().await;
     }
@@ -167,7 +181,11 @@ async fn a_hanging_provider_holds_up_only_its_own_integrations_pass(inbox: Inbox
         hanging.and_then(|r| r.last_run_at).is_none(),
         "a/hangs' pass has not ended"
     );
-    assert_eq!(l.passes(), ("1".into(), "0".into()), "running, waiting");
+    assert_eq!(
+        l.passes_settled_at(("1", "0")).await,
+        ("1".into(), "0".into()),
+        "running, waiting"
+    );
 
     l.stop().await;
     // The stopped pass gave its lock back (a SQLite lease too, which would otherwise hold it for
@@ -190,7 +208,11 @@ async fn past_the_slots_a_due_pass_waits_for_one_and_is_counted_waiting(inbox: I
         assert!(Instant::now() < deadline, "a/hangs' pass never started");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(l.passes(), ("1".into(), "1".into()), "running, waiting");
+    assert_eq!(
+        l.passes_settled_at(("1", "1")).await,
+        ("1".into(), "1".into()),
+        "running, waiting"
+    );
     assert!(inbox.catch_up_run("b/fine").await.unwrap().is_none());
 
     let fine = ran(&inbox, "b/fine", 15).await.expect("b/fine ran");
@@ -198,8 +220,11 @@ async fn past_the_slots_a_due_pass_waits_for_one_and_is_counted_waiting(inbox: I
     let hung = inbox.catch_up_run("a/hangs").await.unwrap().unwrap();
     assert_eq!(hung.last_error_reason.as_deref(), Some("timeout"));
     assert!(hung.last_run_at.unwrap() <= fine.last_run_at.unwrap());
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(l.passes(), ("0".into(), "0".into()), "running, waiting");
+    assert_eq!(
+        l.passes_settled_at(("0", "0")).await,
+        ("0".into(), "0".into()),
+        "running, waiting"
+    );
     l.stop().await;
 }
 
