@@ -61,10 +61,21 @@ impl Worker {
         // Events were stored for a claim of an integration holding none of the slots.
         let mut for_idle = false;
         tokio::pin!(shutdown);
+        // The listener wakes the pool once it listens, for what was committed before: a first
+        // claim made before that would be followed by a second, empty one. So the first claim
+        // waits for that wake-up, up to the poll interval (it would claim by then anyway) or as
+        // long as a claim may take, whichever is shorter.
+        // (A future that has resolved must not be polled again: hence `stopped`.)
+        let stopped = listening.is_some()
+            && tokio::select! {
+                _ = &mut shutdown => true,
+                _ = self.inner.arrivals.wait() => false,
+                _ = tokio::time::sleep(cfg.poll.min(cfg.db.deadline())) => false,
+            };
         loop {
             // The waits below watch for the stop too, but a loop whose claims always find work
             // (or a zero poll) may never wait.
-            if shutdown.as_mut().now_or_never().is_some() {
+            if stopped || shutdown.as_mut().now_or_never().is_some() {
                 break;
             }
             while let Some(done) = tasks.try_join_next() {

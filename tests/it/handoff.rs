@@ -159,7 +159,7 @@ async fn a_pool_delivers_what_it_is_handed_without_a_claim(inbox: Inbox) {
     let w = pool_with_handoff(&mut s, 8);
     let running = crate::common::running::start([w]);
     // The pool's first claim finds nothing; after it, only a hand-over delivers within the hour.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.past_empty_claims(1).await;
     s.event("w/orders", "w-1", r#"{"id":"w-1"}"#).await;
     let got = s.dest.wait_for(1, Duration::from_secs(20)).await;
     assert_eq!(got.len(), 1, "delivered without a claim");
@@ -187,7 +187,7 @@ async fn shutdown_releases_handed_events_and_later_ones_are_stored_pending(inbox
     s.dest.script([Answer::Hang]);
     let w = pool_with_handoff(&mut s, 1);
     let running = crate::common::running::start([w]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.past_empty_claims(1).await;
     s.event("w/orders", "first", "{}").await;
     assert_eq!(s.dest.wait_for(1, Duration::from_secs(10)).await.len(), 1);
     s.event("w/orders", "second", "{}").await;
@@ -236,7 +236,7 @@ async fn a_handed_event_left_without_lease_for_an_attempt_is_claimed_afresh(inbo
     let (w, end) = w.with_handoff();
     s.h.receiver = s.h.receiver.clone().with_handoff(end);
     let running = crate::common::running::start([w]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.past_empty_claims(1).await;
     s.event("w/orders", "first", "{}").await;
     assert_eq!(s.dest.wait_for(1, Duration::from_secs(10)).await.len(), 1);
     s.event("w/orders", "second", "{}").await;
@@ -275,7 +275,7 @@ async fn events_stored_pending_are_delivered_while_handed_over_ones_keep_coming(
     s.dest.always(Answer::After(Duration::from_millis(100)));
     let w = pool_with_handoff(&mut s, 8);
     let running = crate::common::running::start([w]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.past_empty_claims(1).await;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let s = std::sync::Arc::new(s);
     let mut senders = tokio::task::JoinSet::new();
@@ -327,16 +327,6 @@ async fn events_stored_pending_are_delivered_while_handed_over_ones_keep_coming(
     );
 }
 
-/// `hookgate_claims_total{found="..."}` as `s`'s metrics read now.
-fn claims(s: &Setup, found: &str) -> u64 {
-    let series = format!("hookgate_claims_total{{found=\"{found}\"}} ");
-    s.metrics
-        .encode()
-        .lines()
-        .find_map(|l| l.strip_prefix(series.as_str())?.parse().ok())
-        .unwrap_or(0)
-}
-
 /// Each handed-over event wakes the pool; with nothing stored for a claim since its last full
 /// claim found nothing, it must not claim again before its poll (an hour here): until round 14
 /// every hand-over cost an empty claim, hundreds a second at 3,400 events/s.
@@ -344,16 +334,15 @@ async fn handed_over_events_do_not_each_cost_an_empty_claim(inbox: Inbox) {
     let mut s = Setup::new(inbox).await;
     let w = pool_with_handoff(&mut s, 8);
     let running = crate::common::running::start([w]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let before = claims(&s, "none");
-    assert!(before >= 1, "the pool's first claim found nothing");
+    s.past_empty_claims(1).await;
+    let before = s.claims("none");
     for i in 0..20 {
         s.event("w/orders", &format!("c-{i}"), "{}").await;
         let got = s.dest.wait_for(i + 1, Duration::from_secs(20)).await;
         assert_eq!(got.len(), i + 1, "c-{i} was delivered");
     }
-    let empty = claims(&s, "none") - before;
-    let found = claims(&s, "some");
+    let empty = s.claims("none") - before;
+    let found = s.claims("some");
     running.stop().await;
     assert_eq!(found, 0, "nothing was stored for a claim");
     assert_eq!(empty, 0, "claims that found nothing during 20 hand-overs");
@@ -394,11 +383,11 @@ async fn a_burst_past_the_slots_is_handed_over_without_a_claim(inbox: Inbox) {
     s.dest.always(Answer::After(Duration::from_millis(20)));
     let w = pool_with_handoff(&mut s, 2);
     let running = crate::common::running::start([w]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.past_empty_claims(1).await;
     let s = std::sync::Arc::new(s);
     send_at_once(&s, 8, 5, "b").await;
     let got = s.dest.wait_for(40, Duration::from_secs(20)).await;
-    let (found, handed) = (claims(&s, "some"), handed(&s));
+    let (found, handed) = (s.claims("some"), handed(&s));
     running.stop().await;
     assert_eq!(got.len(), 40, "every event delivered");
     assert_eq!(handed, 40, "every event handed over");
@@ -418,7 +407,7 @@ async fn a_handed_burst_does_not_hold_back_another_integrations_next_event(inbox
     bulk.always(Answer::After(Duration::from_millis(200)));
     let w = pool_with_handoff(&mut s, 3);
     let running = crate::common::running::start([w]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.past_empty_claims(1).await;
     crate::worker::bulk_answers_while_one_hangs(&s, &bulk).await;
     // b-0 and b-2 answered while b-1 hangs: `w/bulk` is not bound to its share.
     tokio::time::sleep(Duration::from_millis(400)).await;
@@ -452,7 +441,7 @@ async fn one_hung_slot(inbox: Inbox) -> (Setup, crate::common::running::Running)
     s.dest.always(Answer::Hang);
     let w = pool_with_handoff(&mut s, 1);
     let running = crate::common::running::start([w]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.past_empty_claims(1).await;
     s.event("w/orders", "first", "{}").await;
     assert_eq!(s.dest.wait_for(1, Duration::from_secs(10)).await.len(), 1);
     (s, running)

@@ -17,7 +17,7 @@ async fn a_handed_event_takes_the_first_slot_that_comes_back(pool: sqlx::PgPool)
     let (mut s, bulk) = bulk_and_orders(Inbox::Postgres(pool.clone())).await;
     let w = pool_with_handoff(&mut s, 8);
     let running = crate::common::running::start([w]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.past_empty_claims(1).await;
     bulk_answers_while_one_hangs(&s, &bulk).await;
     wait_processed(&pool, &["b-0", "b-2"]).await;
 
@@ -71,7 +71,7 @@ async fn past_a_backlogs_slots_another_integrations_event_is_still_handed_over(i
     bulk.always(Answer::Hang);
     let w = pool_with_handoff(&mut s, 1);
     let running = crate::common::running::start([w]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.past_empty_claims(1).await;
     s.event("w/bulk", "b-0", "{}").await;
     bulk.wait_for(1, Duration::from_secs(10)).await;
     for id in ["b-1", "b-2", "b-3"] {

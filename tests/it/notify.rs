@@ -50,7 +50,7 @@ async fn a_worker_of_another_process_wakes_for_a_new_event_and_after_losing_its_
     let running = crate::common::running::start([separate_worker(&s)]);
     let listener = wait_listening(&pool, None).await;
     // Past the pool's first (empty) claim: it now waits for its hour-long poll.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.past_empty_claims(1).await;
 
     s.event("w/orders", "n-1", "{}").await;
     let got = s.dest.wait_for(1, Duration::from_secs(5)).await;
@@ -58,6 +58,7 @@ async fn a_worker_of_another_process_wakes_for_a_new_event_and_after_losing_its_
 
     // The listening session is killed (a restarted database, a connection reaper): the pool
     // listens again by itself and the next event still wakes it.
+    let empty = s.claims("none");
     let killed: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
         .bind(listener)
         .fetch_one(&pool)
@@ -65,11 +66,28 @@ async fn a_worker_of_another_process_wakes_for_a_new_event_and_after_losing_its_
         .unwrap();
     assert!(killed);
     wait_listening(&pool, Some(listener)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Past the claim the new listener's wake-up asks for (for what it may have missed).
+    s.past_empty_claims(empty + 1).await;
     s.event("w/orders", "n-2", "{}").await;
     let got = s.dest.wait_for(2, Duration::from_secs(5)).await;
     running.stop().await;
     assert_eq!(got.len(), 2, "not woken after the listener reconnected");
+}
+
+/// A pool on an empty inbox claims once at start, not twice: its first claim waits for the
+/// wake-up its listener gives itself once it listens (for what was committed before), where it
+/// claimed at once and then again, empty, at that wake-up.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_listening_pool_starts_with_one_claim_not_two(pool: sqlx::PgPool) {
+    let s = Setup::new(Inbox::Postgres(pool.clone())).await;
+    let running = crate::common::running::start([separate_worker(&s)]);
+    wait_listening(&pool, None).await;
+    s.past_empty_claims(1).await;
+    // Nothing else can wake it within the hour: a second claim would come from the listener.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let claims = (s.claims("none"), s.claims("some"));
+    running.stop().await;
+    assert_eq!(claims, (1, 0), "(empty, finding) claims at start");
 }
 
 /// `hookgate receiver --with-workers` (or `standalone`) beside `hookgate worker` pods: what the
@@ -90,7 +108,7 @@ async fn a_receiver_that_hands_over_still_wakes_other_processes_for_what_it_coul
     s.h.receiver = s.h.receiver.clone().with_handoff(end);
     let running = crate::common::running::start([separate_worker(&s)]);
     wait_listening(&pool, None).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.past_empty_claims(1).await;
 
     s.event("w/orders", "r-1", "{}").await;
     let got = s.dest.wait_for(1, Duration::from_secs(5)).await;

@@ -71,7 +71,8 @@ async fn a_worker_that_never_waits_between_claims_still_stops(inbox: Inbox) {
         ..cfg()
     });
     let (stop, run) = running(w);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Stopped while it spins: claim after claim finding nothing.
+    s.past_empty_claims(3).await;
     stop.send(true).unwrap();
     let stopped = tokio::time::timeout(Duration::from_secs(10), run)
         .await

@@ -162,6 +162,32 @@ impl Setup {
         self.h.post(&path, &headers, body).await.json
     }
 
+    /// Claims the test's workers made that found due events (`"some"`) or none (`"none"`).
+    pub(crate) fn claims(&self, found: &str) -> u64 {
+        let series = format!("hookgate_claims_total{{found=\"{found}\"}} ");
+        self.metrics
+            .encode()
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str())?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Until the test's workers have made `n` claims that found nothing: a pool started on an
+    /// empty inbox has made its first claim, so what is stored from here reaches it only by a
+    /// hand-over or a wake-up. A fixed 300 ms sleep stood here until round 49, which a starved
+    /// machine could outlast.
+    pub(crate) async fn past_empty_claims(&self, n: u64) {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+        while self.claims("none") < n {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} of {n} empty claims made within 20 s",
+                self.claims("none")
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
     pub(crate) async fn row(&self, event_id: &str) -> EventRow {
         on!(self.inbox(), pool => {
             let r = sqlx::query(
@@ -175,7 +201,6 @@ impl Setup {
         })
     }
 
-    /// The inbox row id of an event (of any integration; ids are unique per test).
     /// Replays the dead letter `event_id` as an operator would (by its row id), checking that it
     /// was the one replayed.
     pub(crate) async fn replay(&self, event_id: &str) {
@@ -192,6 +217,7 @@ impl Setup {
         assert_eq!(replayed, vec![id], "replayed {event_id}");
     }
 
+    /// The inbox row id of an event (of any integration; ids are unique per test).
     pub(crate) async fn row_id(&self, event_id: &str) -> i64 {
         on!(self.inbox(), pool => {
             sqlx::query_scalar("SELECT id FROM inbox_events WHERE event_id = $1")
