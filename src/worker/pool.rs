@@ -63,9 +63,9 @@ impl Worker {
         tokio::pin!(shutdown);
         // The listener wakes the pool once it listens, for what was committed before: a first
         // claim made before that would be followed by a second, empty one. So the first claim
-        // waits for that wake-up, up to the poll interval (it would claim by then anyway) or as
-        // long as a claim may take, whichever is shorter.
-        // (A future that has resolved must not be polled again: hence `stopped`.)
+        // waits for that wake-up, at most the poll interval (no longer than an idle pool waits
+        // between claims) or as long as a claim may take, whichever is shorter. A future that
+        // has resolved must not be polled again: hence `stopped`.
         let stopped = listening.is_some()
             && tokio::select! {
                 _ = &mut shutdown => true,
