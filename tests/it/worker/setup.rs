@@ -177,14 +177,14 @@ impl Setup {
     /// hand-over or a wake-up. A fixed 300 ms sleep stood here until round 49, which a starved
     /// machine could outlast.
     pub(crate) async fn past_empty_claims(&self, n: u64) {
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         while self.claims("none") < n {
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "{} of {n} empty claims made within 20 s",
                 self.claims("none")
             );
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
