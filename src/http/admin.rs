@@ -1,6 +1,7 @@
 //! The admin port: `/metrics` (Prometheus), `/healthz` (the process answers), `/readyz` (this
 //! role can do its job: routes or targets loaded, and the inbox reachable).
 
+use crate::http::listener::{Limits, Slots, serve_counting};
 use crate::metrics::Metrics;
 use axum::Router;
 use axum::http::StatusCode;
@@ -35,18 +36,20 @@ pub async fn spawn(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
     ready: ReadyCheck,
-    limits: crate::http::listener::Limits,
+    limits: Limits,
 ) -> Result<SocketAddr, super::Error> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(super::Error::bind(addr))?;
     let addr = listener.local_addr().map_err(super::Error::bind(addr))?;
     tracing::info!(%addr, "admin endpoints (/metrics, /healthz, /readyz) listening");
+    let slots = Slots::new(limits).reported(&metrics, "admin");
     let app = router(metrics, ready);
-    tokio::spawn(crate::http::listener::serve(
+    tokio::spawn(serve_counting(
         listener,
         app,
-        limits,
+        slots,
+        Arc::new(|_: &str| {}),
         std::future::pending(),
     ));
     Ok(addr)

@@ -2,6 +2,7 @@
 //! neither slow clients nor many clients can stall a role.
 
 use crate::http::reply::Reply;
+use crate::metrics::{ListenerLoad, Metrics};
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::ConnectInfo;
 use axum::http::Uri;
@@ -61,6 +62,43 @@ impl Limits {
     }
 }
 
+/// The connection and request slots of one listener, shared with the metrics that report how
+/// many are taken (`hookgate_http_*`).
+#[derive(Clone, Debug)]
+pub struct Slots {
+    limits: Limits,
+    connections: Arc<Semaphore>,
+    in_flight: Arc<Semaphore>,
+}
+
+impl Slots {
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            limits,
+            connections: Arc::new(Semaphore::new(limits.max_connections)),
+            in_flight: Arc::new(Semaphore::new(limits.max_in_flight)),
+        }
+    }
+
+    /// These slots, reported in `metrics` as the listener named `listener`.
+    pub fn reported(self, metrics: &Metrics, listener: &'static str) -> Self {
+        let slots = self.clone();
+        metrics.watch_listener(listener, Arc::new(move || slots.load()));
+        self
+    }
+
+    /// How many slots are taken now.
+    pub fn load(&self) -> ListenerLoad {
+        let taken = |cap: usize, free: &Semaphore| cap.saturating_sub(free.available_permits());
+        ListenerLoad {
+            open_connections: taken(self.limits.max_connections, &self.connections),
+            max_connections: self.limits.max_connections,
+            requests_in_flight: taken(self.limits.max_in_flight, &self.in_flight),
+            max_requests_in_flight: self.limits.max_in_flight,
+        }
+    }
+}
+
 /// Connections over the cap are still answered (503, then closed) rather than left in the
 /// kernel's backlog, but only this many at once; beyond that they are closed unanswered.
 const REFUSING: usize = 64;
@@ -80,18 +118,24 @@ pub async fn serve(
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    serve_counting(listener, app, limits, Arc::new(|_: &str| {}), shutdown).await
+    let slots = Slots::new(limits);
+    serve_counting(listener, app, slots, Arc::new(|_: &str| {}), shutdown).await
 }
 
-/// [`serve`], telling `on_shed` of every request the limits answer 503.
+/// [`serve`] within `slots`, telling `on_shed` of every request the limits answer 503.
 pub async fn serve_counting(
     listener: TcpListener,
     app: Router,
-    limits: Limits,
+    slots: Slots,
     on_shed: OnShed,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = shed_over(app, limits.max_in_flight, on_shed.clone());
+    let Slots {
+        limits,
+        connections,
+        in_flight,
+    } = slots;
+    let app = shed_over(app, in_flight, on_shed.clone());
     let refuse = TowerToHyperService::new(Router::new().fallback(move |uri: Uri| async move {
         on_shed(uri.path());
         Reply::Overloaded
@@ -102,7 +146,6 @@ pub async fn serve_counting(
         .header_read_timeout(limits.header_timeout);
     let mut refusing = http.clone();
     refusing.keep_alive(false);
-    let connections = Arc::new(Semaphore::new(limits.max_connections));
     let refusals = Arc::new(Semaphore::new(REFUSING));
     let graceful = GracefulShutdown::new();
     let mut shutdown = pin!(shutdown);
@@ -142,8 +185,9 @@ pub async fn serve_counting(
     Ok(())
 }
 
-/// Caps the requests `app` handles at once; one over the cap is answered 503 at once.
-fn shed_over(app: Router, max_in_flight: usize, on_shed: OnShed) -> Router {
+/// Caps the requests `app` handles at once to `in_flight`'s permits; one over the cap is answered
+/// 503 at once.
+fn shed_over(app: Router, in_flight: Arc<Semaphore>, on_shed: OnShed) -> Router {
     app.layer(
         ServiceBuilder::new()
             .layer(HandleErrorLayer::new(move |uri: Uri, _: BoxError| {
@@ -152,6 +196,6 @@ fn shed_over(app: Router, max_in_flight: usize, on_shed: OnShed) -> Router {
             }))
             .load_shed()
             // Global: one count for the whole router, whatever route a request takes.
-            .layer(GlobalConcurrencyLimitLayer::new(max_in_flight)),
+            .layer(GlobalConcurrencyLimitLayer::with_semaphore(in_flight)),
     )
 }

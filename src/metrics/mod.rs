@@ -7,16 +7,18 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 mod exposition;
 mod labels;
+mod listeners;
 mod register;
 
 pub use exposition::counter_sum;
 
 pub use labels::*;
 use labels::{Histograms, completion_buckets, delivery_buckets};
+pub use listeners::{ListenerLoad, ReadLoad};
 
 pub struct Metrics {
     pub requests: Family<OutcomeLabels, Counter>,
@@ -60,6 +62,8 @@ pub struct Metrics {
     /// The key phase series set per integration: prometheus-client cannot list a family's label
     /// sets, and a key that left the spec must lose its series.
     key_phase_index: Mutex<HashMap<String, HashSet<KeyPhaseLabels>>>,
+    /// Read at each scrape (`hookgate_http_*`).
+    listeners: Arc<listeners::Listeners>,
     registry: Registry,
 }
 
@@ -102,10 +106,17 @@ impl Metrics {
             catch_up_waiting: Gauge::default(),
             retention_failures: Family::default(),
             key_phase_index: Mutex::default(),
+            listeners: Arc::default(),
             registry: Registry::with_prefix("hookgate"),
         };
         let registry = register::registry(&m);
         Metrics { registry, ..m }
+    }
+
+    /// Reports how full the listener named `listener` (`receiver`, `admin`) is, read by `read` at
+    /// every scrape; replaces a listener of that name reported before.
+    pub fn watch_listener(&self, listener: &'static str, read: ReadLoad) {
+        self.listeners.watch(listener, read);
     }
 
     /// One claim by a worker pool, which found `got` events.

@@ -147,5 +147,6 @@ pub(super) fn registry(m: &Metrics) -> Registry {
         "Steps of retention passes that failed by step (integrations, purge, delete, versions, nonces, records); their rows wait for the next pass (workers)",
         m.retention_failures.clone(),
     );
+    r.register_collector(Box::new(m.listeners.clone()));
     registry
 }

@@ -114,3 +114,49 @@ fn key_phases_keep_one_series_per_key_and_drop_keys_that_left() {
         ["hookgate_key_phase{integration=\"ops/github\",key=\"b\",phase=\"Active\"} 1"]
     );
 }
+
+#[test]
+fn each_listener_reports_its_load_at_every_scrape_under_its_name() {
+    let m = Metrics::new();
+    // No listener, no series: a role without one does not claim a load of zero.
+    assert!(!m.encode().contains("hookgate_http_"));
+    let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(3));
+    let read = in_flight.clone();
+    m.watch_listener(
+        "receiver",
+        Arc::new(move || ListenerLoad {
+            open_connections: 5,
+            max_connections: 1024,
+            requests_in_flight: read.load(std::sync::atomic::Ordering::Relaxed),
+            max_requests_in_flight: 128,
+        }),
+    );
+    m.watch_listener("admin", Arc::new(ListenerLoad::default));
+    let text = m.encode();
+    for line in [
+        "# TYPE hookgate_http_open_connections gauge\n",
+        "hookgate_http_open_connections{listener=\"receiver\"} 5\n",
+        "hookgate_http_max_connections{listener=\"receiver\"} 1024\n",
+        "hookgate_http_requests_in_flight{listener=\"receiver\"} 3\n",
+        "hookgate_http_max_requests_in_flight{listener=\"receiver\"} 128\n",
+        "hookgate_http_open_connections{listener=\"admin\"} 0\n",
+    ] {
+        assert!(text.contains(line), "{line} missing from:\n{text}");
+    }
+    // Read at the scrape, not when the listener was reported.
+    in_flight.store(7, std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        m.encode()
+            .contains("hookgate_http_requests_in_flight{listener=\"receiver\"} 7\n")
+    );
+    // A listener reported again under the same name replaces the first: one series each.
+    m.watch_listener("receiver", Arc::new(ListenerLoad::default));
+    let text = m.encode();
+    assert_eq!(
+        text.matches("hookgate_http_requests_in_flight{listener=\"receiver\"}")
+            .count(),
+        1,
+        "{text}"
+    );
+    assert!(text.contains("hookgate_http_requests_in_flight{listener=\"receiver\"} 0\n"));
+}

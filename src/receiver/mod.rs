@@ -161,6 +161,12 @@ impl Receiver {
         self
     }
 
+    /// The slots of the listener that serves this receiver within `limits`, reported in its
+    /// metrics as `listener="receiver"`.
+    pub fn slots(&self, limits: crate::http::listener::Limits) -> crate::http::listener::Slots {
+        crate::http::listener::Slots::new(limits).reported(&self.metrics, "receiver")
+    }
+
     /// Counts the listener's own 503 `overloaded` answers under the route's integration, like
     /// every other answer (a path no route serves is not counted, as for `unknown_route`).
     pub fn on_shed(&self) -> crate::http::listener::OnShed {

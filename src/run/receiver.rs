@@ -94,7 +94,7 @@ pub async fn run(
     let served = crate::http::listener::serve_counting(
         listener,
         receiver.router(),
-        cfg.listener,
+        receiver.slots(cfg.listener),
         receiver.on_shed(),
         signal(stopped),
     )

@@ -137,7 +137,7 @@ pub async fn run(
         Some((addr, l)) => crate::http::listener::serve_counting(
             l,
             receiver.router(),
-            cfg.listener,
+            receiver.slots(cfg.listener),
             receiver.on_shed(),
             signal(stopped),
         )

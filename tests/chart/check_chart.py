@@ -65,6 +65,10 @@ DASHBOARD_METRICS = {
     "hookgate_catch_up_passes_running",
     "hookgate_catch_up_passes_waiting",
     "hookgate_retention_failures_total",
+    "hookgate_http_open_connections",
+    "hookgate_http_max_connections",
+    "hookgate_http_requests_in_flight",
+    "hookgate_http_max_requests_in_flight",
 }
 
 # The alerts of templates/prometheusrule.yaml: name -> the values block under
@@ -465,9 +469,13 @@ def check_migration_hook(objs, label, secret_name):
 
 
 def registered_metrics(metrics_rs):
-    """Metric families registered in src/metrics/register.rs (prefix hookgate_)."""
+    """Metric families registered in src/metrics/register.rs (prefix hookgate_), with the
+    listeners' series its collector serves from listeners.rs beside it."""
     with open(metrics_rs) as f:
-        return {"hookgate_" + m for m in re.findall(r'register\(\s*"([a-z_]+)"', f.read())}
+        names = set(re.findall(r'register\(\s*"([a-z_]+)"', f.read()))
+    with open(os.path.join(os.path.dirname(metrics_rs), "listeners.rs")) as f:
+        names |= set(re.findall(r'^\s*"(http_[a-z_]+)",$', f.read(), re.M))
+    return {"hookgate_" + m for m in names}
 
 
 def family(series):

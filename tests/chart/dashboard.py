@@ -130,6 +130,22 @@ def build():
          "During a rotation, the old key's line should fall to zero before it retires.",
          [(f"sum by (integration, key) (rate(hookgate_verified_requests_total{{{F}}}{R}))", "{{integration}} {{key}}")]),
     ])
+    d.series([
+        ("Listener connections against the cap",
+         "hookgate_http_open_connections / hookgate_http_max_connections in the pod nearest its cap, for the "
+         "webhook port (receiver) and the admin ports (admin). At 100% one more connection is answered 503 "
+         "overloaded (receiver.listener.maxConnections). Not per integration, so the integration filter does "
+         "not apply.",
+         [("max by (listener) (hookgate_http_open_connections / hookgate_http_max_connections)", "{{listener}}")],
+         "percentunit"),
+        ("Listener requests in flight against the cap",
+         "hookgate_http_requests_in_flight / hookgate_http_max_requests_in_flight in the pod nearest its cap. At "
+         "100% one more request is answered 503 overloaded (receiver.listener.maxInFlight): add receivers, or "
+         "raise the cap within the pods' memory. Held at the cap while little is accepted: slow bodies or a slow "
+         "database. Not per integration, so the integration filter does not apply.",
+         [("max by (listener) (hookgate_http_requests_in_flight / hookgate_http_max_requests_in_flight)",
+           "{{listener}}")], "percentunit"),
+    ])
     d.row("Delivery")
     d.series([
         ("Delivery attempts by result",

@@ -16,11 +16,12 @@ async fn serve(h: &Harness, limits: Limits) -> (SocketAddr, tokio::sync::oneshot
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let app = h.receiver.router();
-    // As the receiver role serves it: the listener's own 503s are counted by the receiver.
+    // As the receiver role serves it: the listener's own 503s are counted by the receiver, and
+    // its slots are reported in the receiver's metrics.
     tokio::spawn(hookgate::http::listener::serve_counting(
         listener,
         app,
-        limits,
+        h.receiver.slots(limits),
         h.receiver.on_shed(),
         async {
             let _ = stopped.await;
@@ -176,6 +177,34 @@ fn overloaded_count(h: &Harness, integration: &str) -> u64 {
         .map_or(0, |v| v.parse().unwrap())
 }
 
+/// `hookgate_http_<series>{listener="receiver"}` as the harness's metrics expose it now.
+fn receiver_gauge(h: &Harness, series: &str) -> u64 {
+    let want = format!("hookgate_http_{series}{{listener=\"receiver\"}} ");
+    h.metrics
+        .encode()
+        .lines()
+        .find_map(|l| l.strip_prefix(&want))
+        .map(|v| v.parse().unwrap())
+        .unwrap_or_else(|| panic!("no {want}series"))
+}
+
+/// Waits until the receiver's listener reports `want` for `series`: the server has taken up (or
+/// let go of) what the test's clients opened. Gives up after 10 s.
+async fn until_gauge(h: &Harness, series: &str, want: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = receiver_gauge(h, series);
+        if now == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{series}: {now} after 10 s, want {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn assert_overloaded(r: &Reply, took: Duration, what: &str) {
     println!("{what}: {} {} after {took:?}", r.status, r.json);
     assert_eq!((r.status.as_u16(), &r.json), (503, &error("overloaded")));
@@ -201,8 +230,9 @@ async fn requests_over_the_in_flight_cap_get_503_at_once() {
     for _ in 0..CAP {
         stalled.push(stalled_request(addr, &path, &headers).await);
     }
-    // Setup, not a measurement: let the server pick the stalled heads up.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The server has read the stalled heads, and says so.
+    until_gauge(&h, "requests_in_flight", CAP as u64).await;
+    assert_eq!(receiver_gauge(&h, "max_requests_in_flight"), CAP as u64);
 
     let start = Instant::now();
     let extra = post(addr, &path, &headers, &body).await;
@@ -210,18 +240,14 @@ async fn requests_over_the_in_flight_cap_get_503_at_once() {
     assert_eq!(h.receiver.inbox().counts().await.unwrap().0, 0);
     // Counted like every answer, so the receiver-503 alert sees overload too.
     assert_eq!(overloaded_count(&h, "t/stripe"), 1);
+    // A request refused at the cap never held a slot.
+    assert_eq!(receiver_gauge(&h, "requests_in_flight"), CAP as u64);
 
     // The slots come back when the stalled requests go away.
     drop(stalled);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let r = post(addr, &path, &headers, &body).await;
-        if r.status.as_u16() != 503 || Instant::now() > deadline {
-            assert_eq!((r.status.as_u16(), r.json), (200, accepted()));
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_gauge(&h, "requests_in_flight", 0).await;
+    let r = post(addr, &path, &headers, &body).await;
+    assert_eq!((r.status.as_u16(), r.json), (200, accepted()));
 }
 
 #[tokio::test]
@@ -241,7 +267,8 @@ async fn connections_over_the_cap_get_503_at_once() {
     for _ in 0..CAP {
         idle.push(TcpStream::connect(addr).await.unwrap());
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    until_gauge(&h, "open_connections", CAP as u64).await;
+    assert_eq!(receiver_gauge(&h, "max_connections"), CAP as u64);
     let start = Instant::now();
     let extra = post(addr, "/nowhere", &[], "{}").await;
     assert_overloaded(&extra, start.elapsed(), "connection over the cap");
@@ -255,15 +282,11 @@ async fn connections_over_the_cap_get_503_at_once() {
         "a route's connection over the cap",
     );
     assert_eq!(overloaded_count(&h, "t/stripe"), 1);
+    // The refused connections were answered outside the cap, and have gone.
+    assert_eq!(receiver_gauge(&h, "open_connections"), CAP as u64);
 
     drop(idle);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let r = post(addr, "/nowhere", &[], "{}").await;
-        if r.status.as_u16() != 503 || Instant::now() > deadline {
-            assert_eq!((r.status.as_u16(), r.json), (404, error("unknown_route")));
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_gauge(&h, "open_connections", 0).await;
+    let r = post(addr, "/nowhere", &[], "{}").await;
+    assert_eq!((r.status.as_u16(), r.json), (404, error("unknown_route")));
 }

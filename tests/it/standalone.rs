@@ -180,6 +180,13 @@ async fn examples_serve_and_every_provider_format_is_accepted() {
             r#"hookgate_retention_failures_total{step="versions"} 0"#,
             // One integration with catch-up, four slots: it never waits for one.
             "hookgate_catch_up_passes_waiting 0",
+            // Each listener's slots against its caps: nothing has reached the webhook port yet,
+            // and the scrape itself is the admin port's one request in flight.
+            r#"hookgate_http_open_connections{listener="receiver"} 0"#,
+            r#"hookgate_http_max_connections{listener="receiver"} 1024"#,
+            r#"hookgate_http_max_requests_in_flight{listener="receiver"} 128"#,
+            r#"hookgate_http_requests_in_flight{listener="admin"} 1"#,
+            r#"hookgate_http_max_connections{listener="admin"} 64"#,
         ],
     );
 

@@ -1,0 +1,93 @@
+//! How full each HTTP listener of the process is, read from the listener's own slots at every
+//! scrape: the count costs the requests nothing, and a scrape never sees a stale figure.
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::gauge::ConstGauge;
+use std::sync::{Arc, Mutex};
+
+/// One listener's slots at one instant: how many are taken against its caps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ListenerLoad {
+    pub open_connections: usize,
+    pub max_connections: usize,
+    pub requests_in_flight: usize,
+    pub max_requests_in_flight: usize,
+}
+
+/// Reads a listener's load; called at every scrape, so it must be cheap and must not block.
+pub type ReadLoad = Arc<dyn Fn() -> ListenerLoad + Send + Sync>;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ListenerLabels {
+    listener: &'static str,
+}
+
+/// The listeners of the process, by name (`receiver`, `admin`).
+#[derive(Default)]
+pub(super) struct Listeners(Mutex<Vec<(&'static str, ReadLoad)>>);
+
+impl std::fmt::Debug for Listeners {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listeners").finish_non_exhaustive()
+    }
+}
+
+/// A series: its name, its help, and which figure of a reading it shows.
+type Series = (&'static str, &'static str, fn(&ListenerLoad) -> usize);
+
+const SERIES: [Series; 4] = [
+    (
+        "http_open_connections",
+        "Connections the listener holds open (the receiver's webhook port, or the admin port); at --max-connections (receiver) one more is answered 503 overloaded",
+        |l| l.open_connections,
+    ),
+    (
+        "http_max_connections",
+        "The listener's cap on open connections (--max-connections for the receiver's port)",
+        |l| l.max_connections,
+    ),
+    (
+        "http_requests_in_flight",
+        "Requests the listener's handler works on now, from their head read to their answer; at --max-in-flight (receiver) one more is answered 503 overloaded",
+        |l| l.requests_in_flight,
+    ),
+    (
+        "http_max_requests_in_flight",
+        "The listener's cap on requests in flight (--max-in-flight for the receiver's port)",
+        |l| l.max_requests_in_flight,
+    ),
+];
+
+impl Listeners {
+    /// Reports `read` as `listener`, in place of a listener of that name reported before.
+    pub(super) fn watch(&self, listener: &'static str, read: ReadLoad) {
+        let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|(name, _)| *name != listener);
+        all.push((listener, read));
+    }
+
+    fn readings(&self) -> Vec<(&'static str, ListenerLoad)> {
+        let all = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        all.iter().map(|(name, read)| (*name, read())).collect()
+    }
+}
+
+impl Collector for Listeners {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let readings = self.readings();
+        if readings.is_empty() {
+            return Ok(());
+        }
+        for (name, help, figure) in SERIES {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (listener, load) in &readings {
+                let labels = ListenerLabels { listener };
+                let gauge = ConstGauge::new(i64::try_from(figure(load)).unwrap_or(i64::MAX));
+                gauge.encode(family.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
+    }
+}
