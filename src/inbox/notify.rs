@@ -136,7 +136,9 @@ pub async fn listen(pool: PgPool, arrivals: Arrivals) {
                                 arrivals.committed();
                             }
                         }
-                        // The connection dropped; the next call reconnects and listens again.
+                        // The connection dropped, and the listener has connected and listens
+                        // again (eager reconnect): events committed in between are found by
+                        // this wake-up.
                         Ok(None) => arrivals.committed(),
                         Err(e) => {
                             tracing::warn!(error = %e, "lost the connection listening for new events; idle workers poll until it is back");
@@ -156,6 +158,11 @@ pub async fn listen(pool: PgPool, arrivals: Arrivals) {
 
 async fn listener(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
     let mut l = PgListener::connect_with(pool).await?;
+    // sqlx's default, set because the wake-up at a lost connection relies on it: `try_recv`
+    // answers `None` only once it listens again. Reconnecting lazily, on the next call, would
+    // wake the pool before the new `LISTEN`, and what was committed in between would wait for
+    // the poll.
+    l.eager_reconnect(true);
     l.listen(CHANNEL).await?;
     Ok(l)
 }
