@@ -1,7 +1,7 @@
 //! The admin port: `/metrics` (Prometheus), `/healthz` (the process answers), `/readyz` (this
 //! role can do its job: routes or targets loaded, and the inbox reachable).
 
-use crate::http::listener::{Limits, Slots, serve_counting};
+use crate::http::listener::{Limits, Slots, serve};
 use crate::metrics::Metrics;
 use axum::Router;
 use axum::http::StatusCode;
@@ -45,13 +45,7 @@ pub async fn spawn(
     tracing::info!(%addr, "admin endpoints (/metrics, /healthz, /readyz) listening");
     let slots = Slots::new(limits).reported(&metrics, "admin");
     let app = router(metrics, ready);
-    tokio::spawn(serve_counting(
-        listener,
-        app,
-        slots,
-        Arc::new(|_: &str| {}),
-        std::future::pending(),
-    ));
+    tokio::spawn(serve(listener, app, slots, std::future::pending()));
     Ok(addr)
 }
 

@@ -99,6 +99,12 @@ impl Slots {
     }
 }
 
+impl From<Limits> for Slots {
+    fn from(limits: Limits) -> Self {
+        Self::new(limits)
+    }
+}
+
 /// Connections over the cap are still answered (503, then closed) rather than left in the
 /// kernel's backlog, but only this many at once; beyond that they are closed unanswered.
 const REFUSING: usize = 64;
@@ -108,21 +114,28 @@ const REFUSING: usize = 64;
 /// its other answers.
 pub type OnShed = Arc<dyn Fn(&str) + Send + Sync>;
 
-/// Serves `app` on `listener` until `shutdown` resolves, then lets open connections finish.
+/// Serves `app` on `listener` within `slots` (reported ones, or fresh ones for plain [`Limits`])
+/// until `shutdown` resolves, then lets open connections finish.
 ///
 /// HTTP/1.1 only: hyper's header read timeout, which drops slow-header clients and idle
 /// kept-alive connections, exists for HTTP/1 alone; webhook senders and probes speak HTTP/1.1.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
-    limits: Limits,
+    slots: impl Into<Slots>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let slots = Slots::new(limits);
-    serve_counting(listener, app, slots, Arc::new(|_: &str| {}), shutdown).await
+    serve_counting(
+        listener,
+        app,
+        slots.into(),
+        Arc::new(|_: &str| {}),
+        shutdown,
+    )
+    .await
 }
 
-/// [`serve`] within `slots`, telling `on_shed` of every request the limits answer 503.
+/// [`serve`], telling `on_shed` of every request the limits answer 503.
 pub async fn serve_counting(
     listener: TcpListener,
     app: Router,

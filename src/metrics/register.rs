@@ -1,4 +1,5 @@
-//! Every series hookgate serves, with its help text: the one list of names and meanings.
+//! Every series hookgate serves, with its help text: the one list of names and meanings, but
+//! for the listeners' `hookgate_http_*`, which a collector reads at each scrape (`listeners.rs`).
 
 use super::Metrics;
 use prometheus_client::registry::Registry;
@@ -147,6 +148,7 @@ pub(super) fn registry(m: &Metrics) -> Registry {
         "Steps of retention passes that failed by step (integrations, purge, delete, versions, nonces, records); their rows wait for the next pass (workers)",
         m.retention_failures.clone(),
     );
+    // hookgate_http_*: each listener's slots, read at every scrape (listeners.rs).
     r.register_collector(Box::new(m.listeners.clone()));
     registry
 }

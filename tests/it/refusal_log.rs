@@ -63,7 +63,7 @@ async fn serve(h: &Harness, rps: u32) -> (std::net::SocketAddr, tokio::sync::one
     tokio::spawn(hookgate::http::listener::serve(
         listener,
         app,
-        Default::default(),
+        hookgate::http::listener::Limits::default(),
         async {
             let _ = stopped.await;
         },
