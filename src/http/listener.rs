@@ -14,6 +14,7 @@ use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -69,6 +70,8 @@ pub struct Slots {
     limits: Limits,
     connections: Arc<Semaphore>,
     in_flight: Arc<Semaphore>,
+    /// Connections closed unanswered: over the cap while [`REFUSING`] others were answered 503.
+    dropped: Arc<AtomicU64>,
 }
 
 impl Slots {
@@ -77,6 +80,7 @@ impl Slots {
             limits,
             connections: Arc::new(Semaphore::new(limits.max_connections)),
             in_flight: Arc::new(Semaphore::new(limits.max_in_flight)),
+            dropped: Arc::default(),
         }
     }
 
@@ -95,6 +99,7 @@ impl Slots {
             max_connections: self.limits.max_connections,
             requests_in_flight: taken(self.limits.max_in_flight, &self.in_flight),
             max_requests_in_flight: self.limits.max_in_flight,
+            connections_dropped: self.dropped.load(Ordering::Relaxed),
         }
     }
 }
@@ -147,6 +152,7 @@ pub async fn serve_counting(
         limits,
         connections,
         in_flight,
+        dropped,
     } = slots;
     let app = shed_over(app, in_flight, on_shed.clone());
     let refuse = TowerToHyperService::new(Router::new().fallback(move |uri: Uri| async move {
@@ -191,6 +197,9 @@ pub async fn serve_counting(
                 let _ = conn.await;
                 drop(permit);
             });
+        } else {
+            // Closed as `io` drops; no log line, which a flood would turn into another flood.
+            dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
     drop(listener);

@@ -4,6 +4,7 @@
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use std::sync::{Arc, Mutex};
 
@@ -14,6 +15,8 @@ pub struct ListenerLoad {
     pub max_connections: usize,
     pub requests_in_flight: usize,
     pub max_requests_in_flight: usize,
+    /// Since the listener started.
+    pub connections_dropped: u64,
 }
 
 /// Reads a listener's load; called at every scrape, so it must be cheap and must not block.
@@ -74,6 +77,11 @@ impl Listeners {
     }
 }
 
+const DROPPED: (&str, &str) = (
+    "http_connections_dropped",
+    "Connections the listener closed unanswered: over its connection cap while as many others over it as it answers at once were being answered 503 overloaded",
+);
+
 impl Collector for Listeners {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let readings = self.readings();
@@ -87,6 +95,12 @@ impl Collector for Listeners {
                 let gauge = ConstGauge::new(i64::try_from(figure(load)).unwrap_or(i64::MAX));
                 gauge.encode(family.encode_family(&labels)?)?;
             }
+        }
+        let (name, help) = DROPPED;
+        let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+        for (listener, load) in &readings {
+            let labels = ListenerLabels { listener };
+            ConstCounter::new(load.connections_dropped).encode(family.encode_family(&labels)?)?;
         }
         Ok(())
     }

@@ -129,6 +129,7 @@ fn each_listener_reports_its_load_at_every_scrape_under_its_name() {
             max_connections: 1024,
             requests_in_flight: read.load(std::sync::atomic::Ordering::Relaxed),
             max_requests_in_flight: 128,
+            connections_dropped: 2,
         }),
     );
     m.watch_listener("admin", Arc::new(ListenerLoad::default));
@@ -140,6 +141,8 @@ fn each_listener_reports_its_load_at_every_scrape_under_its_name() {
         "hookgate_http_requests_in_flight{listener=\"receiver\"} 3\n",
         "hookgate_http_max_requests_in_flight{listener=\"receiver\"} 128\n",
         "hookgate_http_open_connections{listener=\"admin\"} 0\n",
+        "# TYPE hookgate_http_connections_dropped counter\n",
+        "hookgate_http_connections_dropped_total{listener=\"receiver\"} 2\n",
     ] {
         assert!(text.contains(line), "{line} missing from:\n{text}");
     }

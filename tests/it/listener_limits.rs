@@ -290,3 +290,55 @@ async fn connections_over_the_cap_get_503_at_once() {
     let r = post(addr, "/nowhere", &[], "{}").await;
     assert_eq!((r.status.as_u16(), r.json), (404, error("unknown_route")));
 }
+
+#[tokio::test]
+async fn connections_past_those_being_refused_are_closed_unanswered_and_counted() {
+    // The listener answers at most this many connections over its cap at once (REFUSING).
+    const REFUSING: usize = 64;
+    let (_dir, inbox) = sqlite_inbox().await;
+    let h = harness(inbox);
+    let (addr, _stop) = serve(
+        &h,
+        Limits {
+            header_timeout: Duration::from_secs(10),
+            ..limits(1, 64)
+        },
+    )
+    .await;
+    let held = TcpStream::connect(addr).await.unwrap();
+    until_gauge(&h, "open_connections", 1).await;
+    // Over the cap, and silent: each waits for a request head to answer 503 to.
+    let mut refused = Vec::new();
+    for _ in 0..REFUSING {
+        refused.push(TcpStream::connect(addr).await.unwrap());
+    }
+    assert_eq!(receiver_gauge(&h, "connections_dropped_total"), 0);
+    let mut extra = TcpStream::connect(addr).await.unwrap();
+    until_gauge(&h, "connections_dropped_total", 1).await;
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), extra.read_to_end(&mut answer))
+        .await
+        .expect("the dropped connection is closed, not left open");
+    println!("dropped connection: {read:?}, {} bytes", answer.len());
+    assert!(
+        answer.is_empty(),
+        "answered: {:?}",
+        String::from_utf8_lossy(&answer)
+    );
+    // The connections being refused still get their 503.
+    let mut first = refused.swap_remove(0);
+    first
+        .write_all(b"GET /nowhere HTTP/1.1\r\nhost: hookgate\r\n\r\n")
+        .await
+        .unwrap();
+    let mut reply = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), first.read_to_end(&mut reply))
+        .await
+        .expect("a refused connection is answered and closed")
+        .unwrap();
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(reply.starts_with("HTTP/1.1 503"), "{reply}");
+    assert!(reply.contains(r#"{"error":"overloaded"}"#), "{reply}");
+    assert_eq!(receiver_gauge(&h, "open_connections"), 1);
+    drop(held);
+}
