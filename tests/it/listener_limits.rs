@@ -30,6 +30,19 @@ async fn serve(h: &Harness, limits: Limits) -> (SocketAddr, tokio::sync::oneshot
     (addr, stop)
 }
 
+/// [`serve`] with `cap` connections, whose silent clients are kept for 10 s: long enough for a
+/// test to hold the cap without sending a request.
+async fn serve_connection_cap(
+    h: &Harness,
+    cap: usize,
+) -> (SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    let limits = Limits {
+        header_timeout: Duration::from_secs(10),
+        ..limits(cap, 64)
+    };
+    serve(h, limits).await
+}
+
 fn limits(max_connections: usize, max_in_flight: usize) -> Limits {
     Limits {
         header_timeout: HEADER_TIMEOUT,
@@ -255,14 +268,7 @@ async fn connections_over_the_cap_get_503_at_once() {
     const CAP: usize = 3;
     let (_dir, inbox) = sqlite_inbox().await;
     let h = harness(inbox);
-    let (addr, _stop) = serve(
-        &h,
-        Limits {
-            header_timeout: Duration::from_secs(10),
-            ..limits(CAP, 64)
-        },
-    )
-    .await;
+    let (addr, _stop) = serve_connection_cap(&h, CAP).await;
     let mut idle = Vec::new();
     for _ in 0..CAP {
         idle.push(TcpStream::connect(addr).await.unwrap());
@@ -297,14 +303,7 @@ async fn connections_past_those_being_refused_are_closed_unanswered_and_counted(
     const REFUSING: usize = 64;
     let (_dir, inbox) = sqlite_inbox().await;
     let h = harness(inbox);
-    let (addr, _stop) = serve(
-        &h,
-        Limits {
-            header_timeout: Duration::from_secs(10),
-            ..limits(1, 64)
-        },
-    )
-    .await;
+    let (addr, _stop) = serve_connection_cap(&h, 1).await;
     let held = TcpStream::connect(addr).await.unwrap();
     until_gauge(&h, "open_connections", 1).await;
     // Over the cap, and silent: each waits for a request head to answer 503 to.
