@@ -1,5 +1,6 @@
-//! How full each HTTP listener of the process is, read from the listener's own slots at every
-//! scrape: the count costs the requests nothing, and a scrape never sees a stale figure.
+//! How full each HTTP listener of the process is, and how many connections it closed unanswered,
+//! read from the listener's own slots at every scrape: the count costs the requests nothing, and
+//! a scrape never sees a stale figure.
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -8,7 +9,8 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use std::sync::{Arc, Mutex};
 
-/// One listener's slots at one instant: how many are taken against its caps.
+/// One listener's slots at one instant: how many are taken against its caps, and the
+/// connections it had to close unanswered so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ListenerLoad {
     pub open_connections: usize,
