@@ -350,12 +350,8 @@ async fn handed_over_events_do_not_each_cost_an_empty_claim(inbox: Inbox) {
 
 /// `hookgate_events_handed_over_total` of `w/orders` as the receiver of `s` counted it.
 fn handed(s: &Setup) -> u64 {
-    let series = "hookgate_events_handed_over_total{integration=\"w/orders\"} ";
-    s.h.metrics
-        .encode()
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.parse().ok())
-        .unwrap_or(0)
+    let series = "hookgate_events_handed_over_total{integration=\"w/orders\"}";
+    hookgate::metrics::counter_sum(&s.h.metrics.encode(), series) as u64
 }
 
 /// `senders` concurrent senders each store `each` events of `w/orders` one after another

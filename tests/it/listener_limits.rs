@@ -180,25 +180,19 @@ async fn post(addr: SocketAddr, path: &str, headers: &[(String, String)], body: 
 
 /// `hookgate_receiver_requests_total{outcome="overloaded"}` of `integration`.
 fn overloaded_count(h: &Harness, integration: &str) -> u64 {
-    let want = format!(
-        "hookgate_receiver_requests_total{{integration=\"{integration}\",outcome=\"overloaded\"}} "
+    let series = format!(
+        "hookgate_receiver_requests_total{{integration=\"{integration}\",outcome=\"overloaded\"}}"
     );
-    h.metrics
-        .encode()
-        .lines()
-        .find_map(|l| l.strip_prefix(&want))
-        .map_or(0, |v| v.parse().unwrap())
+    hookgate::metrics::counter_sum(&h.metrics.encode(), &series) as u64
 }
 
-/// `hookgate_http_<series>{listener="receiver"}` as the harness's metrics expose it now.
+/// `hookgate_http_<series>{listener="receiver"}` as the harness's metrics expose it now; the
+/// series must be there.
 fn receiver_gauge(h: &Harness, series: &str) -> u64 {
-    let want = format!("hookgate_http_{series}{{listener=\"receiver\"}} ");
-    h.metrics
-        .encode()
-        .lines()
-        .find_map(|l| l.strip_prefix(&want))
-        .map(|v| v.parse().unwrap())
-        .unwrap_or_else(|| panic!("no {want}series"))
+    let name = format!("hookgate_http_{series}{{listener=\"receiver\"}}");
+    let text = h.metrics.encode();
+    assert!(text.contains(&format!("{name} ")), "no {name} in:\n{text}");
+    hookgate::metrics::counter_sum(&text, &name) as u64
 }
 
 /// Waits until the receiver's listener reports `want` for `series`: the server has taken up (or

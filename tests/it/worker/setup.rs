@@ -164,12 +164,8 @@ impl Setup {
 
     /// Claims the test's workers made that found due events (`"some"`) or none (`"none"`).
     pub(crate) fn claims(&self, found: &str) -> u64 {
-        let series = format!("hookgate_claims_total{{found=\"{found}\"}} ");
-        self.metrics
-            .encode()
-            .lines()
-            .find_map(|l| l.strip_prefix(series.as_str())?.parse().ok())
-            .unwrap_or(0)
+        let series = format!("hookgate_claims_total{{found=\"{found}\"}}");
+        hookgate::metrics::counter_sum(&self.metrics.encode(), &series) as u64
     }
 
     /// Until the test's workers have made `n` claims that found nothing: a pool started on an
