@@ -204,11 +204,19 @@ mod tests {
     #[tokio::test]
     async fn measured_counts_the_cpu_the_load_used_per_request() {
         let ticks = || process(&std::fs::read_to_string("/proc/self/stat").unwrap()).unwrap();
+        let machine_ticks = || {
+            machine(&std::fs::read_to_string("/proc/stat").unwrap())
+                .unwrap()
+                .1
+        };
         let load = async {
-            // Two ticks of this process's CPU (20 ms), spent by the load itself.
-            let start = ticks();
+            // Two ticks of this process's CPU (20 ms), spent by the load itself. The process's
+            // counter sums all its threads, so the tests running beside this one can move it by
+            // two ticks before the machine's clock has moved at all; the load also lasts until
+            // it has, or there is no time to split.
+            let (start, machine_start) = (ticks(), machine_ticks());
             let mut x = 0u64;
-            while ticks() < start + 2 {
+            while ticks() < start + 2 || machine_ticks() == machine_start {
                 x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
             }
             Ok(10usize)
