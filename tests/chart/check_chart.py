@@ -81,6 +81,7 @@ ALERTS = {
     "HookgateSignatureFailures": "signatureFailures",
     "HookgateCompletionLatencyHigh": "completionLatency",
     "HookgateReceiverUnavailable": "receiverUnavailable",
+    "HookgateConnectionsDropped": "connectionsDropped",
     "HookgateRetiringKeyInUse": "retiringKeyInUse",
     "HookgateDeliveriesDeferred": "deliveriesDeferred",
     "HookgateCatchUpFailing": "catchUpFailing",

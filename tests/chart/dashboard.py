@@ -135,8 +135,8 @@ def build():
          "hookgate_http_open_connections / hookgate_http_max_connections in the pod nearest its cap, for the "
          "webhook port (receiver) and the admin ports (admin). At 100% one more connection is answered 503 "
          "overloaded (receiver.listener.maxConnections); closed unanswered (hookgate_http_connections_dropped_total, "
-         "per second, all pods): connections past the 64 a pod answers 503 at once. Not per integration, so the "
-         "integration filter does not apply.",
+         "per second, all pods): connections past the 64 a pod answers 503 at once; see the HookgateConnectionsDropped "
+         "alert. Not per integration, so the integration filter does not apply.",
          [("max by (listener) (hookgate_http_open_connections / hookgate_http_max_connections)", "{{listener}}"),
           (f"sum by (listener) (rate(hookgate_http_connections_dropped_total{R}))", "{{listener}} closed unanswered",
            "ops")],
