@@ -72,6 +72,8 @@ pub struct Slots {
     in_flight: Arc<Semaphore>,
     /// Connections closed unanswered: over the cap while [`REFUSING`] others were answered 503.
     dropped: Arc<AtomicU64>,
+    /// Requests the listener answered 503 `overloaded` itself, at either cap.
+    refused: Arc<AtomicU64>,
 }
 
 impl Slots {
@@ -81,6 +83,7 @@ impl Slots {
             connections: Arc::new(Semaphore::new(limits.max_connections)),
             in_flight: Arc::new(Semaphore::new(limits.max_in_flight)),
             dropped: Arc::default(),
+            refused: Arc::default(),
         }
     }
 
@@ -100,6 +103,7 @@ impl Slots {
             requests_in_flight: taken(self.limits.max_in_flight, &self.in_flight),
             max_requests_in_flight: self.limits.max_in_flight,
             connections_dropped: self.dropped.load(Ordering::Relaxed),
+            requests_refused: self.refused.load(Ordering::Relaxed),
         }
     }
 }
@@ -153,7 +157,14 @@ pub async fn serve_counting(
         connections,
         in_flight,
         dropped,
+        refused,
     } = slots;
+    // The listener counts every 503 of its own, whatever the path: the role's count (`on_shed`)
+    // leaves out paths it serves no route for, and an admin port has none.
+    let on_shed: OnShed = Arc::new(move |path: &str| {
+        refused.fetch_add(1, Ordering::Relaxed);
+        on_shed(path);
+    });
     let app = shed_over(app, in_flight, on_shed.clone());
     let refuse = TowerToHyperService::new(Router::new().fallback(move |uri: Uri| async move {
         on_shed(uri.path());

@@ -1,5 +1,5 @@
-//! How full each HTTP listener of the process is, and how many connections it closed unanswered,
-//! read from the listener's own slots at every scrape: the count costs the requests nothing, and
+//! How full each HTTP listener of the process is, how many connections it closed unanswered and
+//! how many requests it answered 503 itself, read from the listener's own slots at every scrape: the count costs the requests nothing, and
 //! a scrape never sees a stale figure.
 
 use prometheus_client::collector::Collector;
@@ -10,7 +10,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use std::sync::{Arc, Mutex};
 
 /// One listener's slots at one instant: how many are taken against its caps, and the
-/// connections it had to close unanswered so far.
+/// connections it had to close unanswered and the requests it refused so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ListenerLoad {
     pub open_connections: usize,
@@ -19,6 +19,8 @@ pub struct ListenerLoad {
     pub max_requests_in_flight: usize,
     /// Since the listener started.
     pub connections_dropped: u64,
+    /// Requests it answered 503 `overloaded` itself, at either cap, since it started.
+    pub requests_refused: u64,
 }
 
 /// Reads a listener's load; called at every scrape, so it must be cheap and must not block.
@@ -79,10 +81,21 @@ impl Listeners {
     }
 }
 
-const DROPPED: (&str, &str) = (
-    "http_connections_dropped",
-    "Connections the listener closed unanswered: over its connection cap while as many others over it as it answers at once were being answered 503 overloaded",
-);
+/// The counters: their name, their help, and which figure of a reading each shows.
+type CounterSeries = (&'static str, &'static str, fn(&ListenerLoad) -> u64);
+
+const COUNTERS: [CounterSeries; 2] = [
+    (
+        "http_connections_dropped",
+        "Connections the listener closed unanswered: over its connection cap while as many others over it as it answers at once were being answered 503 overloaded",
+        |l| l.connections_dropped,
+    ),
+    (
+        "http_requests_refused",
+        "Requests the listener answered 503 overloaded itself, at its connection cap or its in-flight cap, whatever their path",
+        |l| l.requests_refused,
+    ),
+];
 
 impl Collector for Listeners {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -98,11 +111,12 @@ impl Collector for Listeners {
                 gauge.encode(family.encode_family(&labels)?)?;
             }
         }
-        let (name, help) = DROPPED;
-        let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-        for (listener, load) in &readings {
-            let labels = ListenerLabels { listener };
-            ConstCounter::new(load.connections_dropped).encode(family.encode_family(&labels)?)?;
+        for (name, help, figure) in COUNTERS {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for (listener, load) in &readings {
+                let labels = ListenerLabels { listener };
+                ConstCounter::new(figure(load)).encode(family.encode_family(&labels)?)?;
+            }
         }
         Ok(())
     }

@@ -130,6 +130,7 @@ fn each_listener_reports_its_load_at_every_scrape_under_its_name() {
             requests_in_flight: read.load(std::sync::atomic::Ordering::Relaxed),
             max_requests_in_flight: 128,
             connections_dropped: 2,
+            requests_refused: 9,
         }),
     );
     m.watch_listener("admin", Arc::new(ListenerLoad::default));
@@ -143,6 +144,9 @@ fn each_listener_reports_its_load_at_every_scrape_under_its_name() {
         "hookgate_http_open_connections{listener=\"admin\"} 0\n",
         "# TYPE hookgate_http_connections_dropped counter\n",
         "hookgate_http_connections_dropped_total{listener=\"receiver\"} 2\n",
+        "# TYPE hookgate_http_requests_refused counter\n",
+        "hookgate_http_requests_refused_total{listener=\"receiver\"} 9\n",
+        "hookgate_http_requests_refused_total{listener=\"admin\"} 0\n",
     ] {
         assert!(text.contains(line), "{line} missing from:\n{text}");
     }

@@ -70,6 +70,7 @@ DASHBOARD_METRICS = {
     "hookgate_http_requests_in_flight",
     "hookgate_http_max_requests_in_flight",
     "hookgate_http_connections_dropped_total",
+    "hookgate_http_requests_refused_total",
 }
 
 # The alerts of templates/prometheusrule.yaml: name -> the values block under

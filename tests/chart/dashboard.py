@@ -145,9 +145,13 @@ def build():
          "hookgate_http_requests_in_flight / hookgate_http_max_requests_in_flight in the pod nearest its cap. At "
          "100% one more request is answered 503 overloaded (receiver.listener.maxInFlight): add receivers, or "
          "raise the cap within the pods' memory. Held at the cap while little is accepted: slow bodies or a slow "
-         "database. Not per integration, so the integration filter does not apply.",
+         "database. Refused (hookgate_http_requests_refused_total, per second, all pods): the requests the "
+         "listeners answered 503 overloaded at either cap, whatever their path. Not per integration, so the "
+         "integration filter does not apply.",
          [("max by (listener) (hookgate_http_requests_in_flight / hookgate_http_max_requests_in_flight)",
-           "{{listener}}")], "percentunit"),
+           "{{listener}}"),
+          (f"sum by (listener) (rate(hookgate_http_requests_refused_total{R}))", "{{listener}} refused 503",
+           "ops")], "percentunit"),
     ])
     d.row("Delivery")
     d.series([

@@ -186,30 +186,40 @@ fn overloaded_count(h: &Harness, integration: &str) -> u64 {
     hookgate::metrics::counter_sum(&h.metrics.encode(), &series) as u64
 }
 
-/// `hookgate_http_<series>{listener="receiver"}` as the harness's metrics expose it now; the
+/// `hookgate_http_<series>{listener="<listener>"}` as the harness's metrics expose it now; the
 /// series must be there.
-fn receiver_gauge(h: &Harness, series: &str) -> u64 {
-    let name = format!("hookgate_http_{series}{{listener=\"receiver\"}}");
+fn listener_series(h: &Harness, listener: &str, series: &str) -> u64 {
+    let name = format!("hookgate_http_{series}{{listener=\"{listener}\"}}");
     let text = h.metrics.encode();
     assert!(text.contains(&format!("{name} ")), "no {name} in:\n{text}");
     hookgate::metrics::counter_sum(&text, &name) as u64
 }
 
-/// Waits until the receiver's listener reports `want` for `series`: the server has taken up (or
-/// let go of) what the test's clients opened. Gives up after 10 s.
-async fn until_gauge(h: &Harness, series: &str, want: u64) {
+/// [`listener_series`] of the webhook port.
+fn receiver_gauge(h: &Harness, series: &str) -> u64 {
+    listener_series(h, "receiver", series)
+}
+
+/// Waits until `listener` reports `want` for `series`: the server has taken up (or let go of)
+/// what the test's clients opened. Gives up after 10 s.
+async fn until_series(h: &Harness, listener: &str, series: &str, want: u64) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let now = receiver_gauge(h, series);
+        let now = listener_series(h, listener, series);
         if now == want {
             return;
         }
         assert!(
             Instant::now() < deadline,
-            "{series}: {now} after 10 s, want {want}"
+            "{listener} {series}: {now} after 10 s, want {want}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// [`until_series`] of the webhook port.
+async fn until_gauge(h: &Harness, series: &str, want: u64) {
+    until_series(h, "receiver", series, want).await
 }
 
 fn assert_overloaded(r: &Reply, took: Duration, what: &str) {
@@ -240,6 +250,7 @@ async fn requests_over_the_in_flight_cap_get_503_at_once() {
     // The server has read the stalled heads, and says so.
     until_gauge(&h, "requests_in_flight", CAP as u64).await;
     assert_eq!(receiver_gauge(&h, "max_requests_in_flight"), CAP as u64);
+    assert_eq!(receiver_gauge(&h, "requests_refused_total"), 0);
 
     let start = Instant::now();
     let extra = post(addr, &path, &headers, &body).await;
@@ -247,6 +258,7 @@ async fn requests_over_the_in_flight_cap_get_503_at_once() {
     assert_eq!(h.receiver.inbox().counts().await.unwrap().0, 0);
     // Counted like every answer, so the receiver-503 alert sees overload too.
     assert_eq!(overloaded_count(&h, "t/stripe"), 1);
+    assert_eq!(receiver_gauge(&h, "requests_refused_total"), 1);
     // A request refused at the cap never held a slot.
     assert_eq!(receiver_gauge(&h, "requests_in_flight"), CAP as u64);
 
@@ -282,6 +294,8 @@ async fn connections_over_the_cap_get_503_at_once() {
         "a route's connection over the cap",
     );
     assert_eq!(overloaded_count(&h, "t/stripe"), 1);
+    // The listener counts both, whatever their path.
+    assert_eq!(receiver_gauge(&h, "requests_refused_total"), 2);
     // The refused connections were answered outside the cap, and have gone.
     assert_eq!(receiver_gauge(&h, "open_connections"), CAP as u64);
 
@@ -333,5 +347,37 @@ async fn connections_past_those_being_refused_are_closed_unanswered_and_counted(
     assert!(reply.starts_with("HTTP/1.1 503"), "{reply}");
     assert!(reply.contains(r#"{"error":"overloaded"}"#), "{reply}");
     assert_eq!(receiver_gauge(&h, "open_connections"), 1);
+    // The answered one is a refused request; the dropped ones sent none, and count only as drops.
+    assert_eq!(receiver_gauge(&h, "requests_refused_total"), 1);
+    assert_eq!(receiver_gauge(&h, "connections_dropped_total"), 1);
     drop(held);
+}
+
+#[tokio::test]
+async fn the_admin_port_counts_the_requests_it_refuses() {
+    let (_dir, inbox) = sqlite_inbox().await;
+    let h = harness(inbox);
+    // One connection, whose silent client holds it for the test.
+    let limits = Limits {
+        header_timeout: Duration::from_secs(10),
+        ..limits(1, 8)
+    };
+    let admin = hookgate::http::admin::spawn(
+        "127.0.0.1:0".parse().unwrap(),
+        h.metrics.clone(),
+        hookgate::http::admin::always_ready(),
+        limits,
+    )
+    .await
+    .unwrap();
+    assert_eq!(listener_series(&h, "admin", "requests_refused_total"), 0);
+    let held = TcpStream::connect(admin).await.unwrap();
+    until_series(&h, "admin", "open_connections", 1).await;
+    let start = Instant::now();
+    let r = post(admin, "/metrics", &[], "").await;
+    assert_overloaded(&r, start.elapsed(), "a scrape over the admin port's cap");
+    // No role counts the admin port's 503s: the listener does.
+    assert_eq!(listener_series(&h, "admin", "requests_refused_total"), 1);
+    drop(held);
+    until_series(&h, "admin", "open_connections", 0).await;
 }

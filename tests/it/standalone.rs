@@ -187,6 +187,11 @@ async fn examples_serve_and_every_provider_format_is_accepted() {
             r#"hookgate_http_max_requests_in_flight{listener="receiver"} 128"#,
             r#"hookgate_http_requests_in_flight{listener="admin"} 1"#,
             r#"hookgate_http_max_connections{listener="admin"} 64"#,
+            // Each listener's counters, there at 0 from the moment it listens: the first drop or
+            // refusal after a start is an increase.
+            r#"hookgate_http_connections_dropped_total{listener="receiver"} 0"#,
+            r#"hookgate_http_requests_refused_total{listener="receiver"} 0"#,
+            r#"hookgate_http_requests_refused_total{listener="admin"} 0"#,
         ],
     );
 
