@@ -83,13 +83,16 @@ async fn a_receiver_with_workers_delivers_what_it_takes_in_without_a_claim() {
         handed >= 6.0,
         "every event was handed over, none left for a claim: {handed}"
     );
-    // The role reports how full its webhook port and its admin port are, against their caps;
-    // the scrape is the admin port's one request in flight.
+    // The role reports how full its webhook port and its admin port are, against their caps
+    // (the scrape is the admin port's one request in flight), and what each refused: nothing.
     for series in [
         r#"hookgate_http_max_connections{listener="receiver"} 1024"#,
         r#"hookgate_http_max_requests_in_flight{listener="receiver"} 128"#,
         r#"hookgate_http_requests_in_flight{listener="receiver"} 0"#,
         r#"hookgate_http_requests_in_flight{listener="admin"} 1"#,
+        r#"hookgate_http_requests_refused_total{listener="receiver"} 0"#,
+        r#"hookgate_http_requests_refused_total{listener="admin"} 0"#,
+        r#"hookgate_http_connections_dropped_total{listener="receiver"} 0"#,
     ] {
         assert!(
             metrics.lines().any(|l| l == series),
