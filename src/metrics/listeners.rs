@@ -1,6 +1,6 @@
 //! How full each HTTP listener of the process is, how many connections it closed unanswered and
-//! how many requests it answered 503 itself, read from the listener's own slots at every scrape: the count costs the requests nothing, and
-//! a scrape never sees a stale figure.
+//! how many requests it answered 503 itself, read from the listener's own slots at every scrape:
+//! the count costs the requests nothing, and a scrape never sees a stale figure.
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -41,29 +41,56 @@ impl std::fmt::Debug for Listeners {
     }
 }
 
-/// A series: its name, its help, and which figure of a reading it shows.
-type Series = (&'static str, &'static str, fn(&ListenerLoad) -> usize);
+/// A series: its name, its help, its type (a gauge or a counter), and which figure of a reading
+/// it shows.
+type Series = (
+    &'static str,
+    &'static str,
+    MetricType,
+    fn(&ListenerLoad) -> u64,
+);
 
-const SERIES: [Series; 4] = [
+/// Taken slots against their caps.
+fn slots(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+const SERIES: [Series; 6] = [
     (
         "http_open_connections",
         "Connections the listener holds open (the receiver's webhook port, or the admin port); at --max-connections (receiver) one more is answered 503 overloaded",
-        |l| l.open_connections,
+        MetricType::Gauge,
+        |l| slots(l.open_connections),
     ),
     (
         "http_max_connections",
         "The listener's cap on open connections (--max-connections for the receiver's port)",
-        |l| l.max_connections,
+        MetricType::Gauge,
+        |l| slots(l.max_connections),
     ),
     (
         "http_requests_in_flight",
         "Requests the listener's handler works on now, from their head read to their answer; at --max-in-flight (receiver) one more is answered 503 overloaded",
-        |l| l.requests_in_flight,
+        MetricType::Gauge,
+        |l| slots(l.requests_in_flight),
     ),
     (
         "http_max_requests_in_flight",
         "The listener's cap on requests in flight (--max-in-flight for the receiver's port)",
-        |l| l.max_requests_in_flight,
+        MetricType::Gauge,
+        |l| slots(l.max_requests_in_flight),
+    ),
+    (
+        "http_connections_dropped",
+        "Connections the listener closed unanswered: over its connection cap while as many others over it as it answers at once were being answered 503 overloaded",
+        MetricType::Counter,
+        |l| l.connections_dropped,
+    ),
+    (
+        "http_requests_refused",
+        "Requests the listener answered 503 overloaded itself, at its connection cap or its in-flight cap, whatever their path",
+        MetricType::Counter,
+        |l| l.requests_refused,
     ),
 ];
 
@@ -81,41 +108,24 @@ impl Listeners {
     }
 }
 
-/// The counters: their name, their help, and which figure of a reading each shows.
-type CounterSeries = (&'static str, &'static str, fn(&ListenerLoad) -> u64);
-
-const COUNTERS: [CounterSeries; 2] = [
-    (
-        "http_connections_dropped",
-        "Connections the listener closed unanswered: over its connection cap while as many others over it as it answers at once were being answered 503 overloaded",
-        |l| l.connections_dropped,
-    ),
-    (
-        "http_requests_refused",
-        "Requests the listener answered 503 overloaded itself, at its connection cap or its in-flight cap, whatever their path",
-        |l| l.requests_refused,
-    ),
-];
-
 impl Collector for Listeners {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let readings = self.readings();
         if readings.is_empty() {
             return Ok(());
         }
-        for (name, help, figure) in SERIES {
-            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+        for (name, help, kind, figure) in SERIES {
+            let counter = matches!(kind, MetricType::Counter);
+            let mut family = encoder.encode_descriptor(name, help, None, kind)?;
             for (listener, load) in &readings {
                 let labels = ListenerLabels { listener };
-                let gauge = ConstGauge::new(i64::try_from(figure(load)).unwrap_or(i64::MAX));
-                gauge.encode(family.encode_family(&labels)?)?;
-            }
-        }
-        for (name, help, figure) in COUNTERS {
-            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-            for (listener, load) in &readings {
-                let labels = ListenerLabels { listener };
-                ConstCounter::new(figure(load)).encode(family.encode_family(&labels)?)?;
+                let encoder = family.encode_family(&labels)?;
+                let value = figure(load);
+                if counter {
+                    ConstCounter::new(value).encode(encoder)?;
+                } else {
+                    ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX)).encode(encoder)?;
+                }
             }
         }
         Ok(())
