@@ -83,6 +83,7 @@ ALERTS = {
     "HookgateCompletionLatencyHigh": "completionLatency",
     "HookgateReceiverUnavailable": "receiverUnavailable",
     "HookgateConnectionsDropped": "connectionsDropped",
+    "HookgateReceiverNearCapacity": "receiverNearCapacity",
     "HookgateRetiringKeyInUse": "retiringKeyInUse",
     "HookgateDeliveriesDeferred": "deliveriesDeferred",
     "HookgateCatchUpFailing": "catchUpFailing",

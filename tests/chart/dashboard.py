@@ -136,7 +136,8 @@ def build():
          "webhook port (receiver) and the admin ports (admin). At 100% one more connection is answered 503 "
          "overloaded (receiver.listener.maxConnections); closed unanswered (hookgate_http_connections_dropped_total, "
          "per second, all pods): connections past the 64 a pod answers 503 at once; see the HookgateConnectionsDropped "
-         "alert. Not per integration, so the integration filter does not apply.",
+         "alert. A receiver pod whose average stays high fires HookgateReceiverNearCapacity. Not per "
+         "integration, so the integration filter does not apply.",
          [("max by (listener) (hookgate_http_open_connections / hookgate_http_max_connections)", "{{listener}}"),
           (f"sum by (listener) (rate(hookgate_http_connections_dropped_total{R}))", "{{listener}} closed unanswered",
            "ops")],
@@ -144,7 +145,8 @@ def build():
         ("Listener requests in flight against the cap",
          "hookgate_http_requests_in_flight / hookgate_http_max_requests_in_flight in the pod nearest its cap. At "
          "100% one more request is answered 503 overloaded (receiver.listener.maxInFlight): add receivers, or "
-         "raise the cap within the pods' memory. Held at the cap while little is accepted: slow bodies or a slow "
+         "raise the cap within the pods' memory; a receiver pod whose average stays high fires "
+         "HookgateReceiverNearCapacity. Held at the cap while little is accepted: slow bodies or a slow "
          "database. Refused (hookgate_http_requests_refused_total, per second, all pods): the requests the "
          "listeners answered 503 overloaded at either cap, whatever their path. Not per integration, so the "
          "integration filter does not apply.",
