@@ -173,3 +173,88 @@ async fn a_notification_names_the_integrations_stored_for(pool: sqlx::PgPool) {
     assert!(arrivals.take_integrations().is_empty());
     listening.abort();
 }
+
+/// How a listener loses its connection.
+#[derive(Clone, Copy, Debug)]
+enum Loss {
+    /// The sockets close without a word from the server (a dead network path): sqlx sees an I/O
+    /// error, and its eager reconnect listens again inside `try_recv`.
+    Cut,
+    /// The server ends the session (a restart, `pg_terminate_backend`).
+    Terminated,
+    /// Cut off for longer than the pool waits for a connection: sqlx's reconnect gives up with
+    /// an error, and `listen` tries again after its back-off.
+    Unreachable,
+}
+
+/// After a lost connection, the listener wakes its pool only once it listens again: a wake-up
+/// before the new `LISTEN` would let the pool claim, find nothing, and then miss an event
+/// committed before the `LISTEN` until its next poll (an hour here). The gate holds every
+/// connection the listener's pool opens or hands out, so the gap is as long as the test wants.
+async fn wakes_only_once_listening_again(direct: sqlx::PgPool, loss: Loss) {
+    let link = crate::common::pg_link::Link::to(&direct, 2, Duration::from_secs(1)).await;
+    let arrivals = Arrivals::default();
+    let listening = tokio::spawn(hookgate::inbox::listen(link.pool.clone(), arrivals.clone()));
+    let first = wait_listening(&direct, None).await;
+    tokio::time::timeout(Duration::from_secs(10), arrivals.wait())
+        .await
+        .expect("the wake-up once listening");
+    assert!(arrivals.take());
+
+    link.gate.close();
+    match loss {
+        Loss::Cut | Loss::Unreachable => link.cut(),
+        Loss::Terminated => {
+            let killed: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+                .bind(first)
+                .fetch_one(&direct)
+                .await
+                .unwrap();
+            assert!(killed);
+        }
+    }
+    // The listener asks for a connection again, and waits at the gate; unreachable, it gives up
+    // after the pool's acquire timeout and asks again after its back-off.
+    link.gate
+        .until_held(if let Loss::Unreachable = loss { 2 } else { 1 })
+        .await;
+    assert!(
+        !arrivals.take(),
+        "{loss:?}: the pool was woken before its listener listened again"
+    );
+
+    link.gate.open();
+    let second = wait_listening(&direct, Some(first)).await;
+    tokio::time::timeout(Duration::from_secs(10), arrivals.wait())
+        .await
+        .unwrap_or_else(|_| panic!("{loss:?}: no wake-up once listening again"));
+    assert!(arrivals.take());
+    // The new session is the one that hears notifications.
+    assert_ne!(second, first);
+    sqlx::query("SELECT pg_notify($1, 'w/orders')")
+        .bind(hookgate::inbox::NOTIFY_CHANNEL)
+        .execute(&direct)
+        .await
+        .unwrap();
+    assert_eq!(named(&arrivals, 1).await, ["w/orders"], "{loss:?}");
+    listening.abort();
+}
+
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_listener_cut_off_wakes_its_pool_only_once_it_listens_again(pool: sqlx::PgPool) {
+    wakes_only_once_listening_again(pool, Loss::Cut).await;
+}
+
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_listener_whose_session_was_ended_wakes_its_pool_only_once_it_listens_again(
+    pool: sqlx::PgPool,
+) {
+    wakes_only_once_listening_again(pool, Loss::Terminated).await;
+}
+
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_listener_that_cannot_reconnect_for_a_while_wakes_its_pool_only_once_it_listens_again(
+    pool: sqlx::PgPool,
+) {
+    wakes_only_once_listening_again(pool, Loss::Unreachable).await;
+}

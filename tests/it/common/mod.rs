@@ -335,6 +335,7 @@ pub fn stripe_body(id: &str, ty: &str) -> String {
 pub mod destination;
 pub mod loopback;
 pub mod mock_api;
+pub mod pg_link;
 pub mod plans;
 pub mod procs;
 pub mod running;
