@@ -33,6 +33,7 @@ mod kept;
 mod key_use;
 mod list;
 mod notify;
+mod pool_load;
 mod recent;
 mod release;
 mod retention;
@@ -59,6 +60,7 @@ pub use handoff::{Handed, Handoff, Reservation, Room as HandoffRoom, handoff};
 pub use headers::StoredHeaders;
 pub use key_use::FLUSH_EVERY as KEY_USE_FLUSH_EVERY;
 pub use notify::{CHANNEL as NOTIFY_CHANNEL, Notifier, listen};
+pub use pool_load::PoolLoad;
 pub use recent::{
     CONFIRM_EVERY as DEDUPE_CACHE_CONFIRM_EVERY, CONFIRMED_FOR as DEDUPE_CACHE_CONFIRMED_FOR,
     MAX_MIB as MAX_DEDUPE_CACHE_MIB, PurgedKeys, Recalled, Recent, RecentConfig,

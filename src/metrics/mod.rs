@@ -9,6 +9,7 @@ use prometheus_client::registry::Registry;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+mod database;
 mod exposition;
 mod labels;
 mod listeners;
@@ -64,6 +65,8 @@ pub struct Metrics {
     key_phase_index: Mutex<HashMap<String, HashSet<KeyPhaseLabels>>>,
     /// Read at each scrape (`hookgate_http_*`).
     listeners: Arc<listeners::Listeners>,
+    /// Read at each scrape (`hookgate_db_*`).
+    database: Arc<database::Database>,
     registry: Registry,
 }
 
@@ -107,6 +110,7 @@ impl Metrics {
             retention_failures: Family::default(),
             key_phase_index: Mutex::default(),
             listeners: Arc::default(),
+            database: Arc::default(),
             registry: Registry::with_prefix("hookgate"),
         };
         let registry = register::registry(&m);
@@ -117,6 +121,13 @@ impl Metrics {
     /// every scrape; replaces a listener of that name reported before.
     pub fn watch_listener(&self, listener: &'static str, read: ReadLoad) {
         self.listeners.watch(listener, read);
+    }
+
+    /// Reports the database pool of `inbox`, read at every scrape; replaces a pool reported
+    /// before (a process has one).
+    pub fn watch_pool(&self, inbox: &crate::inbox::Inbox) {
+        let inbox = inbox.clone();
+        self.database.watch(Arc::new(move || inbox.pool_load()));
     }
 
     /// One claim by a worker pool, which found `got` events.

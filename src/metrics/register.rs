@@ -1,5 +1,6 @@
 //! Every series hookgate serves, with its help text: the one list of names and meanings, but
-//! for the listeners' `hookgate_http_*`, which a collector reads at each scrape (`listeners.rs`).
+//! for the listeners' `hookgate_http_*` and the pool's `hookgate_db_*`, which collectors read at
+//! each scrape (`listeners.rs`, `database.rs`).
 
 use super::Metrics;
 use prometheus_client::registry::Registry;
@@ -150,5 +151,7 @@ pub(super) fn registry(m: &Metrics) -> Registry {
     );
     // hookgate_http_*: each listener's slots, read at every scrape (listeners.rs).
     r.register_collector(Box::new(m.listeners.clone()));
+    // hookgate_db_*: the process's database pool, read at every scrape (database.rs).
+    r.register_collector(Box::new(m.database.clone()));
     registry
 }

@@ -167,3 +167,10 @@ fn each_listener_reports_its_load_at_every_scrape_under_its_name() {
     );
     assert!(text.contains("hookgate_http_requests_in_flight{listener=\"receiver\"} 0\n"));
 }
+
+#[test]
+fn a_process_without_a_database_pool_serves_no_pool_series() {
+    // A controller without --database-url claims no pool at all, rather than one at zero of zero
+    // (the figures of a watched pool: tests/it/db_pool_cap.rs).
+    assert!(!Metrics::new().encode().contains("hookgate_db_"));
+}

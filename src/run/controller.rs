@@ -68,6 +68,9 @@ pub async fn run(
         Some(url) => Some(Inbox::connect_as(url, "hookgate controller", cfg.db).await?),
         None => None,
     };
+    if let Some(inbox) = &inbox {
+        metrics.watch_pool(inbox);
+    }
     let lease = LeaseManagerBuilder::new(client.clone(), "hookgate-controller")
         .with_namespace(cfg.namespace.clone())
         .with_identity(cfg.identity.clone())

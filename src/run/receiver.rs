@@ -36,6 +36,7 @@ pub async fn run(
     let inbox =
         crate::inbox::Inbox::connect_as(&cfg.database_url, "hookgate receiver", cfg.db).await?;
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
+    metrics.watch_pool(&inbox);
     let receiver = Receiver::new(
         crate::route::RouteTable::default(),
         inbox.clone(),

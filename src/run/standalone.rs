@@ -78,6 +78,7 @@ pub async fn run(
         tracing::info!(integration = %r.integration, path = %r.path, scheme = r.verifier.scheme().name(), keys = ?keys, delivery = %crate::redact::url_origin(r.delivery.url.as_str()), "route ready");
     }
     let metrics = Arc::new(Metrics::new());
+    metrics.watch_pool(&inbox);
     let targets = worker::targets(&table);
     // Catch-up runs where the workers run: `--no-workers` leaves it to `hookgate worker`.
     let catch_up = cfg.worker.as_ref().map(|w| {

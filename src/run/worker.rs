@@ -14,6 +14,7 @@ pub async fn run(
     let client = crate::run::kube_client().await?;
     let inbox = crate::inbox::Inbox::connect_as(database_url, "hookgate worker", cfg.db).await?;
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
+    metrics.watch_pool(&inbox);
     let catch_up_cfg = crate::catch_up::Config::for_pool(cfg.catch_up_passes, &inbox, &cfg.db);
     let worker =
         crate::worker::Worker::new(inbox.clone(), Default::default(), cfg, metrics.clone())

@@ -71,6 +71,8 @@ DASHBOARD_METRICS = {
     "hookgate_http_max_requests_in_flight",
     "hookgate_http_connections_dropped_total",
     "hookgate_http_requests_refused_total",
+    "hookgate_db_connections",
+    "hookgate_db_max_connections",
 }
 
 # The alerts of templates/prometheusrule.yaml: name -> the values block under
@@ -84,6 +86,7 @@ ALERTS = {
     "HookgateReceiverUnavailable": "receiverUnavailable",
     "HookgateConnectionsDropped": "connectionsDropped",
     "HookgateReceiverNearCapacity": "receiverNearCapacity",
+    "HookgateDatabasePoolSaturated": "databasePoolSaturated",
     "HookgateRetiringKeyInUse": "retiringKeyInUse",
     "HookgateDeliveriesDeferred": "deliveriesDeferred",
     "HookgateCatchUpFailing": "catchUpFailing",
@@ -474,11 +477,12 @@ def check_migration_hook(objs, label, secret_name):
 
 def registered_metrics(metrics_rs):
     """Metric families registered in src/metrics/register.rs (prefix hookgate_), with the
-    listeners' series its collector serves from listeners.rs beside it."""
+    series its collectors serve from listeners.rs and database.rs beside it."""
     with open(metrics_rs) as f:
         names = set(re.findall(r'register\(\s*"([a-z_]+)"', f.read()))
-    with open(os.path.join(os.path.dirname(metrics_rs), "listeners.rs")) as f:
-        names |= set(re.findall(r'^\s*"(http_[a-z_]+)",$', f.read(), re.M))
+    for collector in ("listeners.rs", "database.rs"):
+        with open(os.path.join(os.path.dirname(metrics_rs), collector)) as f:
+            names |= set(re.findall(r'^\s*"((?:http|db)_[a-z_]+)",$', f.read(), re.M))
     return {"hookgate_" + m for m in names}
 
 

@@ -155,6 +155,21 @@ def build():
           (f"sum by (listener) (rate(hookgate_http_requests_refused_total{R}))", "{{listener}} refused 503",
            "ops")], "percentunit"),
     ])
+    d.series([
+        ("Database connections against the cap",
+         "hookgate_db_connections{state=\"in_use\"} / hookgate_db_max_connections in the pod nearest its cap, by "
+         "role (job). At 100% a call of that pod waits for a connection, up to database.acquireTimeout: past it "
+         "receivers answer 503 inbox_unavailable and workers retry their claims. Raise "
+         "<role>.database.maxConnections within the server's max_connections (README: Sizing PostgreSQL). Not per "
+         "integration, so the integration filter does not apply.",
+         [('max by (job) (hookgate_db_connections{state="in_use"} / ignoring (state) hookgate_db_max_connections)',
+           "{{job}}")], "percentunit"),
+        ("Database connections held",
+         "hookgate_db_connections summed over each role's pods (job), in use by a call or idle in the pool: "
+         "what hookgate holds of the server's max_connections. Not per integration, so the integration filter "
+         "does not apply.",
+         [("sum by (job, state) (hookgate_db_connections)", "{{job}} {{state}}")], "short", True),
+    ])
     d.row("Delivery")
     d.series([
         ("Delivery attempts by result",

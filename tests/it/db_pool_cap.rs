@@ -211,3 +211,77 @@ async fn a_catch_up_pass_at_the_smallest_cap_needs_only_the_two_connections_left
     drop((inbox, pool));
     drop_database(&admin_url, &url).await;
 }
+
+/// `hookgate_db_connections{state}` and `hookgate_db_max_connections`, read from the pool at each
+/// scrape: the connections calls hold, the idle ones, and the cap, as PostgreSQL counts them too.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_pool_figures_count_connections_in_use_and_idle_against_the_cap() {
+    let Some((admin_url, url)) = fresh_database().await else {
+        skip_or_fail("DATABASE_URL is not set");
+        return;
+    };
+    let limits = DbLimits {
+        max_connections: 5,
+        ..Default::default()
+    };
+    let (inbox, pool) = capped(&url, "pool-figures-test", limits).await;
+    let metrics = hookgate::metrics::Metrics::new();
+    metrics.watch_pool(&inbox);
+    let figures = || {
+        let text = metrics.encode();
+        let read = |s: &str| hookgate::metrics::counter_sum(&text, s) as i64;
+        (
+            read(r#"hookgate_db_connections{state="in_use"}"#),
+            read(r#"hookgate_db_connections{state="idle"}"#),
+            read("hookgate_db_max_connections"),
+        )
+    };
+    let database = reqwest::Url::parse(&url).unwrap().path()[1..].to_string();
+    let on_server = || async {
+        let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url)
+            .await
+            .unwrap();
+        sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'pool-figures-test'",
+        )
+        .bind(&database)
+        .fetch_one(&mut admin)
+        .await
+        .unwrap()
+    };
+
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(pool.acquire().await.unwrap());
+    }
+    let (in_use, idle, max) = figures();
+    assert_eq!((in_use, max), (3, 5), "three held of five");
+    assert_eq!(
+        in_use + idle,
+        on_server().await,
+        "open, as the server counts them"
+    );
+
+    // At the cap: every connection in use, so a further call would wait.
+    for _ in 0..2 {
+        held.push(pool.acquire().await.unwrap());
+    }
+    assert_eq!(figures(), (5, 0, 5));
+
+    // Given back (sqlx returns a connection to its pool in a task of its own), they stay open
+    // for the next calls, idle.
+    drop(held);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while figures() != (0, 5, 5) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "(in use, idle, cap) {:?} 10 s after every connection was given back",
+            figures()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(on_server().await, 5);
+
+    drop((inbox, pool));
+    drop_database(&admin_url, &url).await;
+}

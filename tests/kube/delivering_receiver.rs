@@ -31,7 +31,17 @@ async fn a_receiver_with_workers_delivers_what_it_takes_in_without_a_claim() {
     let r = Release::install(server, "rdw").await;
     let dest = Destination::start().await;
     let _controller = Role::controller(server, &r, "rdw-0");
-    let mut receiver = Role::receiver_with(server, &r, &["--with-workers", "--poll", "100ms"]);
+    let mut receiver = Role::receiver_with(
+        server,
+        &r,
+        &[
+            "--with-workers",
+            "--poll",
+            "100ms",
+            "--db-max-connections",
+            "6",
+        ],
+    );
     let t = r.tenant.as_str();
     server.apply(&integration(t, "first", &dest.url));
     wait_ready(server, t, "first", Duration::from_secs(60)).await;
@@ -84,8 +94,10 @@ async fn a_receiver_with_workers_delivers_what_it_takes_in_without_a_claim() {
         "every event was handed over, none left for a claim: {handed}"
     );
     // The role reports how full its webhook port and its admin port are, against their caps
-    // (the scrape is the admin port's one request in flight), and what each refused: nothing.
+    // (the scrape is the admin port's one request in flight), and what each refused: nothing;
+    // and its database pool's cap, the flag's.
     for series in [
+        "hookgate_db_max_connections 6",
         r#"hookgate_http_max_connections{listener="receiver"} 1024"#,
         r#"hookgate_http_max_requests_in_flight{listener="receiver"} 128"#,
         r#"hookgate_http_requests_in_flight{listener="receiver"} 0"#,
