@@ -9,17 +9,18 @@ use prometheus_client::registry::Registry;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-mod database;
 mod exposition;
 mod labels;
 mod listeners;
 mod register;
+mod scraped;
 
 pub use exposition::counter_sum;
 
 pub use labels::*;
 use labels::{Histograms, completion_buckets, delivery_buckets};
 pub use listeners::{ListenerLoad, ReadLoad};
+pub use scraped::SlotLoad;
 
 pub struct Metrics {
     pub requests: Family<OutcomeLabels, Counter>,
@@ -65,8 +66,8 @@ pub struct Metrics {
     key_phase_index: Mutex<HashMap<String, HashSet<KeyPhaseLabels>>>,
     /// Read at each scrape (`hookgate_http_*`).
     listeners: Arc<listeners::Listeners>,
-    /// Read at each scrape (`hookgate_db_*`).
-    database: Arc<database::Database>,
+    /// Read at each scrape (`hookgate_db_*`, `hookgate_delivery_*slots*`).
+    scraped: Arc<scraped::Scraped>,
     registry: Registry,
 }
 
@@ -110,7 +111,7 @@ impl Metrics {
             retention_failures: Family::default(),
             key_phase_index: Mutex::default(),
             listeners: Arc::default(),
-            database: Arc::default(),
+            scraped: Arc::default(),
             registry: Registry::with_prefix("hookgate"),
         };
         let registry = register::registry(&m);
@@ -127,7 +128,13 @@ impl Metrics {
     /// before (a process has one).
     pub fn watch_pool(&self, inbox: &crate::inbox::Inbox) {
         let inbox = inbox.clone();
-        self.database.watch(Arc::new(move || inbox.pool_load()));
+        self.scraped.watch_pool(Arc::new(move || inbox.pool_load()));
+    }
+
+    /// Reports the workers' delivery slots, read by `read` at every scrape; replaces slots
+    /// reported before (a process runs one pool of workers).
+    pub fn watch_delivery_slots(&self, read: Arc<dyn Fn() -> SlotLoad + Send + Sync>) {
+        self.scraped.watch_slots(read);
     }
 
     /// One claim by a worker pool, which found `got` events.

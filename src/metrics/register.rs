@@ -1,6 +1,6 @@
 //! Every series hookgate serves, with its help text: the one list of names and meanings, but
-//! for the listeners' `hookgate_http_*` and the pool's `hookgate_db_*`, which collectors read at
-//! each scrape (`listeners.rs`, `database.rs`).
+//! for the listeners' `hookgate_http_*`, the pool's `hookgate_db_*` and the delivery slots, which
+//! collectors read at each scrape (`listeners.rs`, `scraped.rs`).
 
 use super::Metrics;
 use prometheus_client::registry::Registry;
@@ -151,7 +151,8 @@ pub(super) fn registry(m: &Metrics) -> Registry {
     );
     // hookgate_http_*: each listener's slots, read at every scrape (listeners.rs).
     r.register_collector(Box::new(m.listeners.clone()));
-    // hookgate_db_*: the process's database pool, read at every scrape (database.rs).
-    r.register_collector(Box::new(m.database.clone()));
+    // hookgate_db_*, hookgate_delivery_*slots*: the process's database pool and delivery slots,
+    // read at every scrape (scraped.rs).
+    r.register_collector(Box::new(m.scraped.clone()));
     registry
 }

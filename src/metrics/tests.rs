@@ -169,8 +169,33 @@ fn each_listener_reports_its_load_at_every_scrape_under_its_name() {
 }
 
 #[test]
-fn a_process_without_a_database_pool_serves_no_pool_series() {
-    // A controller without --database-url claims no pool at all, rather than one at zero of zero
-    // (the figures of a watched pool: tests/it/db_pool_cap.rs).
-    assert!(!Metrics::new().encode().contains("hookgate_db_"));
+fn a_process_without_a_database_pool_or_workers_serves_none_of_their_series() {
+    // A controller without --database-url claims no pool at all, and a receiver without workers
+    // no delivery slots, rather than a load of zero against a cap of zero (the figures of a
+    // watched pool: tests/it/db_pool_cap.rs; of working slots: tests/it/worker/lifecycle.rs).
+    let text = Metrics::new().encode();
+    assert!(!text.contains("hookgate_db_"), "{text}");
+    assert!(!text.contains("hookgate_delivery_max_slots"), "{text}");
+    assert!(!text.contains("hookgate_delivery_slots_in_use"), "{text}");
+}
+
+#[test]
+fn delivery_slots_are_read_at_each_scrape() {
+    let m = Metrics::new();
+    let in_use = Arc::new(std::sync::atomic::AtomicUsize::new(3));
+    let read = in_use.clone();
+    m.watch_delivery_slots(Arc::new(move || SlotLoad {
+        in_use: read.load(std::sync::atomic::Ordering::Relaxed),
+        max: 32,
+    }));
+    let text = m.encode();
+    for line in [
+        "# TYPE hookgate_delivery_slots_in_use gauge\n",
+        "hookgate_delivery_slots_in_use 3\n",
+        "hookgate_delivery_max_slots 32\n",
+    ] {
+        assert!(text.contains(line), "{line} missing from:\n{text}");
+    }
+    in_use.store(32, std::sync::atomic::Ordering::Relaxed);
+    assert!(m.encode().contains("hookgate_delivery_slots_in_use 32\n"));
 }

@@ -166,6 +166,11 @@ impl Fair {
     }
 
     /// The slots `integration` holds.
+    /// The slots held, all integrations together.
+    pub(super) fn held(&self) -> usize {
+        self.total
+    }
+
     pub(super) fn holds(&self, integration: &str) -> usize {
         self.by.get(integration).map_or(0, |e| e.held)
     }

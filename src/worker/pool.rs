@@ -29,6 +29,15 @@ impl Worker {
         let mut tasks: JoinSet<bool> = JoinSet::new();
         let mut share = Share::new(cfg.concurrency);
         let fair = Arc::new(Mutex::new(Fair::new(cfg.concurrency)));
+        // Read from the shares, not the semaphore: the claim loop takes a permit for a moment
+        // before it knows whether an event waits for it.
+        self.inner.metrics.watch_delivery_slots({
+            let (fair, max) = (fair.clone(), cfg.concurrency);
+            Arc::new(move || crate::metrics::SlotLoad {
+                in_use: lock(&fair).held(),
+                max,
+            })
+        });
         // Events whose integration holds its most slots, waiting for one of them: (event, handed).
         let mut parked: VecDeque<(Claimed, bool)> = VecDeque::new();
         // The chores end the statement they are on when the pool stops (see below).

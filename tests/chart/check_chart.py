@@ -73,6 +73,8 @@ DASHBOARD_METRICS = {
     "hookgate_http_requests_refused_total",
     "hookgate_db_connections",
     "hookgate_db_max_connections",
+    "hookgate_delivery_slots_in_use",
+    "hookgate_delivery_max_slots",
 }
 
 # The alerts of templates/prometheusrule.yaml: name -> the values block under
@@ -477,12 +479,12 @@ def check_migration_hook(objs, label, secret_name):
 
 def registered_metrics(metrics_rs):
     """Metric families registered in src/metrics/register.rs (prefix hookgate_), with the
-    series its collectors serve from listeners.rs and database.rs beside it."""
+    series its collectors serve from listeners.rs and scraped.rs beside it."""
     with open(metrics_rs) as f:
         names = set(re.findall(r'register\(\s*"([a-z_]+)"', f.read()))
-    for collector in ("listeners.rs", "database.rs"):
+    for collector in ("listeners.rs", "scraped.rs"):
         with open(os.path.join(os.path.dirname(metrics_rs), collector)) as f:
-            names |= set(re.findall(r'^\s*"((?:http|db)_[a-z_]+)",$', f.read(), re.M))
+            names |= set(re.findall(r'^\s*"((?:http|db|delivery)_[a-z_]+)",$', f.read(), re.M))
     return {"hookgate_" + m for m in names}
 
 

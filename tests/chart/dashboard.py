@@ -156,6 +156,15 @@ def build():
            "ops")], "percentunit"),
     ])
     d.series([
+        ("Delivery slots against the cap",
+         "hookgate_delivery_slots_in_use / hookgate_delivery_max_slots in the pod nearest its cap, by role (job): "
+         "slots held by deliveries whose destination has not answered yet. At 100% due events wait for a slot: add "
+         "workers or raise worker.concurrency, unless slow destinations hold the slots (Delivery duration). Not per "
+         "integration, so the integration filter does not apply.",
+         [("max by (job) (hookgate_delivery_slots_in_use / hookgate_delivery_max_slots)", "{{job}}")],
+         "percentunit"),
+    ])
+    d.series([
         ("Database connections against the cap",
          "hookgate_db_connections{state=\"in_use\"} / hookgate_db_max_connections in the pod nearest its cap, by "
          "role (job). At 100% a call of that pod waits for a connection, up to database.acquireTimeout: past it "

@@ -192,8 +192,10 @@ async fn examples_serve_and_every_provider_format_is_accepted() {
             r#"hookgate_http_connections_dropped_total{listener="receiver"} 0"#,
             r#"hookgate_http_requests_refused_total{listener="receiver"} 0"#,
             r#"hookgate_http_requests_refused_total{listener="admin"} 0"#,
-            // The database pool against its cap: SQLite's 4.
+            // The database pool against its cap: SQLite's 4; and the workers' 32 slots, idle.
             "hookgate_db_max_connections 4",
+            "hookgate_delivery_slots_in_use 0",
+            "hookgate_delivery_max_slots 32",
         ],
     );
 

@@ -95,9 +95,10 @@ async fn a_receiver_with_workers_delivers_what_it_takes_in_without_a_claim() {
     );
     // The role reports how full its webhook port and its admin port are, against their caps
     // (the scrape is the admin port's one request in flight), and what each refused: nothing;
-    // and its database pool's cap, the flag's.
+    // and its database pool's cap, the flag's, and its workers' slots (32 by default).
     for series in [
         "hookgate_db_max_connections 6",
+        "hookgate_delivery_max_slots 32",
         r#"hookgate_http_max_connections{listener="receiver"} 1024"#,
         r#"hookgate_http_max_requests_in_flight{listener="receiver"} 128"#,
         r#"hookgate_http_requests_in_flight{listener="receiver"} 0"#,

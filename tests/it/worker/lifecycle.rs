@@ -1,6 +1,7 @@
 //! A worker's life around its deliveries: shutdown within the grace period, nothing claimed
 //! before its targets are loaded, an attempt that ends inside its lease, events of integrations
-//! that disappeared, and delivery slots freed before the outcome is written.
+//! that disappeared, and delivery slots freed before the outcome is written, as `/metrics` counts
+//! them.
 
 use super::*;
 
@@ -195,7 +196,33 @@ async fn an_event_of_a_deleted_integration_is_dead_lettered_after_the_grace(inbo
     assert!(s.dest.received().is_empty());
 }
 
+/// `hookgate_delivery_slots_in_use` against `hookgate_delivery_max_slots`: a slot counts while its
+/// destination has not answered, and none once the pool has stopped.
+async fn the_slots_in_use_are_the_deliveries_waiting_for_their_destination(inbox: Inbox) {
+    let s = Setup::new(inbox).await;
+    s.dest.script([Answer::Hang, Answer::Hang, Answer::Hang]);
+    for i in 1..=3 {
+        s.event("w/orders", &format!("held-{i}"), "{}").await;
+    }
+    let w = s.worker_with(WorkerConfig {
+        lease: Duration::from_secs(60),
+        grace: Duration::from_millis(200),
+        ..cfg()
+    });
+    let (stop, run) = running(w);
+    assert_eq!(s.dest.wait_for(3, Duration::from_secs(10)).await.len(), 3);
+    assert_eq!(
+        s.slots(),
+        (3, 8),
+        "(in use, max) while three destinations hang"
+    );
+    stop.send(true).unwrap();
+    run.await.unwrap();
+    assert_eq!(s.slots(), (0, 8), "given back when the pool stopped");
+}
+
 on_both_backends!(
+    the_slots_in_use_are_the_deliveries_waiting_for_their_destination,
     shutdown_releases_claims_still_in_flight_after_the_grace_period,
     a_worker_that_never_waits_between_claims_still_stops,
     a_worker_claims_nothing_until_its_targets_are_loaded,
@@ -240,6 +267,11 @@ async fn a_slot_is_free_once_the_destination_answered_while_the_outcome_is_writt
     assert_eq!(
         status, "processing",
         "the first outcome is still being written"
+    );
+    assert_eq!(
+        s.slots(),
+        (0, 1),
+        "the slot is free while the outcomes wait for the database"
     );
 
     blocker.rollback().await.unwrap();

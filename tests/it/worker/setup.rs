@@ -168,6 +168,16 @@ impl Setup {
         hookgate::metrics::counter_sum(&self.metrics.encode(), &series) as u64
     }
 
+    /// (in use, max) of the test's workers' delivery slots, as `/metrics` serves them.
+    pub(crate) fn slots(&self) -> (u64, u64) {
+        let text = self.metrics.encode();
+        let read = |series| hookgate::metrics::counter_sum(&text, series) as u64;
+        (
+            read("hookgate_delivery_slots_in_use"),
+            read("hookgate_delivery_max_slots"),
+        )
+    }
+
     /// Until the test's workers have made `n` claims that found nothing: a pool started on an
     /// empty inbox has made its first claim, so what is stored from here reaches it only by a
     /// hand-over or a wake-up. A fixed 300 ms sleep stood here until round 49, which a starved
