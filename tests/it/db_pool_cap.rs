@@ -31,19 +31,10 @@ impl Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let (admin_url, url, stopped) = (admin_url.to_string(), url.to_string(), stop.clone());
         let task = tokio::spawn(async move {
-            let database = reqwest::Url::parse(&url).unwrap().path()[1..].to_string();
             let mut admin = sqlx::PgConnection::connect(&admin_url).await.unwrap();
             let mut most = 0;
             while !stopped.load(Ordering::Relaxed) {
-                let n: i64 = sqlx::query_scalar(
-                    "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = $2",
-                )
-                .bind(&database)
-                .bind(name)
-                .fetch_one(&mut admin)
-                .await
-                .unwrap();
-                most = most.max(n);
+                most = most.max(named_connections(&mut admin, &url, name).await);
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             most
@@ -117,6 +108,34 @@ async fn a_process_at_the_smallest_cap_takes_in_and_delivers_everything_within_i
     drop_database(&admin_url, &url).await;
 }
 
+/// How many connections to the database of `url` are named `name`, as PostgreSQL counts them.
+async fn named_connections(admin: &mut sqlx::PgConnection, url: &str, name: &str) -> i64 {
+    let database = reqwest::Url::parse(url).unwrap().path()[1..].to_string();
+    sqlx::query_scalar(
+        "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = $2",
+    )
+    .bind(&database)
+    .bind(name)
+    .fetch_one(admin)
+    .await
+    .unwrap()
+}
+
+/// A fresh database (its admin URL and its own) and an inbox on it named `name`, capped at five
+/// connections, with its pool; `None` without a server to test on.
+async fn capped_at_five(name: &str) -> Option<(String, String, Inbox, sqlx::PgPool)> {
+    let Some((admin_url, url)) = fresh_database().await else {
+        skip_or_fail("DATABASE_URL is not set");
+        return None;
+    };
+    let limits = DbLimits {
+        max_connections: 5,
+        ..Default::default()
+    };
+    let (inbox, pool) = capped(&url, name, limits).await;
+    Some((admin_url, url, inbox, pool))
+}
+
 /// An inbox on `url` named `name` with these limits, and its PostgreSQL pool.
 async fn capped(url: &str, name: &str, limits: DbLimits) -> (Inbox, sqlx::PgPool) {
     let inbox = Inbox::connect_as(url, name, limits).await.unwrap();
@@ -129,15 +148,9 @@ async fn capped(url: &str, name: &str, limits: DbLimits) -> (Inbox, sqlx::PgPool
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pool_opens_no_more_connections_than_its_cap_and_the_rest_wait() {
-    let Some((admin_url, url)) = fresh_database().await else {
-        skip_or_fail("DATABASE_URL is not set");
+    let Some((admin_url, url, inbox, pool)) = capped_at_five("pool-cap-test").await else {
         return;
     };
-    let limits = DbLimits {
-        max_connections: 5,
-        ..Default::default()
-    };
-    let (inbox, pool) = capped(&url, "pool-cap-test", limits).await;
     let sampler = Sampler::start(&admin_url, &url, "pool-cap-test");
     // Eight statements of 300 ms at once: five run, three wait for a connection (well within the
     // acquire timeout) and run after them.
@@ -216,15 +229,9 @@ async fn a_catch_up_pass_at_the_smallest_cap_needs_only_the_two_connections_left
 /// scrape: the connections calls hold, the idle ones, and the cap, as PostgreSQL counts them too.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_pool_figures_count_connections_in_use_and_idle_against_the_cap() {
-    let Some((admin_url, url)) = fresh_database().await else {
-        skip_or_fail("DATABASE_URL is not set");
+    let Some((admin_url, url, inbox, pool)) = capped_at_five("pool-figures-test").await else {
         return;
     };
-    let limits = DbLimits {
-        max_connections: 5,
-        ..Default::default()
-    };
-    let (inbox, pool) = capped(&url, "pool-figures-test", limits).await;
     let metrics = hookgate::metrics::Metrics::new();
     metrics.watch_pool(&inbox);
     let figures = || {
@@ -236,19 +243,9 @@ async fn the_pool_figures_count_connections_in_use_and_idle_against_the_cap() {
             read("hookgate_db_max_connections"),
         )
     };
-    let database = reqwest::Url::parse(&url).unwrap().path()[1..].to_string();
-    let on_server = || async {
-        let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url)
-            .await
-            .unwrap();
-        sqlx::query_scalar::<_, i64>(
-            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'pool-figures-test'",
-        )
-        .bind(&database)
-        .fetch_one(&mut admin)
+    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url)
         .await
-        .unwrap()
-    };
+        .unwrap();
 
     let mut held = Vec::new();
     for _ in 0..3 {
@@ -258,7 +255,7 @@ async fn the_pool_figures_count_connections_in_use_and_idle_against_the_cap() {
     assert_eq!((in_use, max), (3, 5), "three held of five");
     assert_eq!(
         in_use + idle,
-        on_server().await,
+        named_connections(&mut admin, &url, "pool-figures-test").await,
         "open, as the server counts them"
     );
 
@@ -280,8 +277,11 @@ async fn the_pool_figures_count_connections_in_use_and_idle_against_the_cap() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(on_server().await, 5);
+    assert_eq!(
+        named_connections(&mut admin, &url, "pool-figures-test").await,
+        5
+    );
 
-    drop((inbox, pool));
+    drop((inbox, pool, admin));
     drop_database(&admin_url, &url).await;
 }
