@@ -165,12 +165,12 @@ impl Fair {
         cap(self.concurrency.saturating_sub(others))
     }
 
-    /// The slots `integration` holds.
     /// The slots held, all integrations together.
     pub(super) fn held(&self) -> usize {
         self.total
     }
 
+    /// The slots `integration` holds.
     pub(super) fn holds(&self, integration: &str) -> usize {
         self.by.get(integration).map_or(0, |e| e.held)
     }

@@ -76,7 +76,7 @@ impl Link {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let cut = watch::Sender::new(0u64);
-        tokio::spawn(proxy(listener, upstream, cut.clone()));
+        tokio::spawn(proxy(listener, upstream, cut.subscribe()));
         let gate = Gate::new();
         let (g1, g2) = (gate.clone(), gate.clone());
         let pool = PgPoolOptions::new()
@@ -106,9 +106,10 @@ impl Link {
     }
 }
 
-async fn proxy(listener: TcpListener, upstream: String, cut: watch::Sender<u64>) {
+/// Forwards each connection to `upstream` until the [`Link`] is dropped, closing all of them
+/// at each cut.
+async fn proxy(listener: TcpListener, upstream: String, mut cuts: watch::Receiver<u64>) {
     let mut pipes = JoinSet::new();
-    let mut cuts = cut.subscribe();
     loop {
         tokio::select! {
             accepted = listener.accept() => {
