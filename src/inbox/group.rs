@@ -77,6 +77,14 @@ impl From<GroupCommitConfig> for Settings {
     }
 }
 
+/// What the batching task records of each batch: the items it held, and how long its commit
+/// took, from the call to its result (a failed or timed-out commit too).
+#[derive(Clone)]
+pub struct BatchFigures {
+    pub sizes: Histogram,
+    pub durations: Histogram,
+}
+
 /// Commits one batch; returns one result per item, in order.
 pub(crate) type CommitFn<T, R> =
     Arc<dyn Fn(Vec<T>) -> Pin<Box<dyn Future<Output = Vec<Result<R>>> + Send>> + Send + Sync>;
@@ -104,9 +112,13 @@ impl<T, R> Clone for Batcher<T, R> {
 impl<T: Send + 'static, R: Send + 'static> Batcher<T, R> {
     /// Starts the batching task on the current Tokio runtime; it ends when the last handle is
     /// dropped, after committing what it holds.
-    pub(crate) fn start(cfg: Settings, sizes: Option<Histogram>, commit: CommitFn<T, R>) -> Self {
+    pub(crate) fn start(
+        cfg: Settings,
+        figures: Option<BatchFigures>,
+        commit: CommitFn<T, R>,
+    ) -> Self {
         let (jobs, rx) = mpsc::channel(cfg.max_batch * cfg.concurrency * 4);
-        tokio::spawn(gather(cfg, rx, sizes, commit));
+        tokio::spawn(gather(cfg, rx, figures, commit));
         Self { jobs }
     }
 
@@ -133,7 +145,7 @@ pub struct GroupCommit {
 
 impl GroupCommit {
     /// Starts the batching task on the current Tokio runtime.
-    pub fn start(inbox: Inbox, cfg: GroupCommitConfig, sizes: Option<Histogram>) -> Self {
+    pub fn start(inbox: Inbox, cfg: GroupCommitConfig, figures: Option<BatchFigures>) -> Self {
         let deadline = cfg.db.deadline();
         let kept = match &inbox {
             Inbox::Postgres(pool) => Some(Kept::new(pool.clone())),
@@ -155,7 +167,7 @@ impl GroupCommit {
             })
         });
         Self {
-            batcher: Batcher::start(cfg.into(), sizes, commit),
+            batcher: Batcher::start(cfg.into(), figures, commit),
             // A request may also wait out the window before its batch starts.
             deadline: cfg.window + deadline,
             key_use,
@@ -184,7 +196,7 @@ impl GroupCommit {
 async fn gather<T: Send + 'static, R: Send + 'static>(
     cfg: Settings,
     mut rx: mpsc::Receiver<Job<T, R>>,
-    sizes: Option<Histogram>,
+    figures: Option<BatchFigures>,
     commit: CommitFn<T, R>,
 ) {
     let permits = Arc::new(Semaphore::new(cfg.concurrency));
@@ -216,15 +228,21 @@ async fn gather<T: Send + 'static, R: Send + 'static>(
                 }
             }
         }
-        if let Some(h) = &sizes {
-            h.observe(batch.len() as f64);
-        }
+        let durations = figures.as_ref().map(|f| {
+            f.sizes.observe(batch.len() as f64);
+            f.durations.clone()
+        });
         let commit = commit.clone();
         tokio::spawn(async move {
             let _permit: OwnedSemaphorePermit = permit;
             let (items, replies): (Vec<T>, Vec<_>) =
                 batch.into_iter().map(|j| (j.item, j.reply)).unzip();
-            for (reply, result) in replies.into_iter().zip(commit(items).await) {
+            let began = std::time::Instant::now();
+            let results = commit(items).await;
+            if let Some(h) = durations {
+                h.observe(began.elapsed().as_secs_f64());
+            }
+            for (reply, result) in replies.into_iter().zip(results) {
                 let _ = reply.send(result);
             }
         });

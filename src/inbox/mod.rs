@@ -55,7 +55,7 @@ pub use dead_letters::*;
 pub use delivery::{Advance, Attempt, Completion};
 pub use event::{Arrival, EventSummary, InsertOutcome, ListFilter, NewEvent, Status};
 pub use gauges::GaugeFigures;
-pub use group::{GroupCommit, GroupCommitConfig, MAX_BATCH, MAX_COMMIT_CONCURRENCY};
+pub use group::{BatchFigures, GroupCommit, GroupCommitConfig, MAX_BATCH, MAX_COMMIT_CONCURRENCY};
 pub use handoff::{Handed, Handoff, Reservation, Room as HandoffRoom, handoff};
 pub use headers::StoredHeaders;
 pub use key_use::FLUSH_EVERY as KEY_USE_FLUSH_EVERY;

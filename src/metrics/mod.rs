@@ -15,10 +15,10 @@ mod listeners;
 mod register;
 mod scraped;
 
-pub use exposition::counter_sum;
+pub use exposition::{counter_sum, histogram_buckets, quantile_bound};
 
 pub use labels::*;
-use labels::{Histograms, completion_buckets, delivery_buckets};
+use labels::{Histograms, answer_buckets, completion_buckets, delivery_buckets};
 pub use listeners::{ListenerLoad, ReadLoad};
 pub use scraped::SlotLoad;
 
@@ -37,6 +37,10 @@ pub struct Metrics {
     pub inbox_events: Family<StatusLabels, Gauge>,
     pub oldest_pending: Family<IntegrationLabels, Gauge>,
     pub intake_batch_size: Histogram,
+    /// Each intake transaction, from its start to its commit or failure (`inbox::BatchFigures`).
+    pub intake_commit_duration: Histogram,
+    /// From a request reaching the receiver's handler to its 2xx answer, per integration.
+    pub answer_duration: Histograms,
     pub reconcile_errors: Family<ErrorLabels, Counter>,
     pub verified_requests: Family<KeyLabels, Counter>,
     pub key_phase: Family<KeyPhaseLabels, Gauge>,
@@ -94,6 +98,8 @@ impl Metrics {
             oldest_pending: Family::default(),
             // 1 .. 1024 events per transaction.
             intake_batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
+            intake_commit_duration: answer_buckets(),
+            answer_duration: Family::new_with_constructor(answer_buckets),
             reconcile_errors: Family::default(),
             verified_requests: Family::default(),
             key_phase: Family::default(),

@@ -75,6 +75,16 @@ pub(super) fn registry(m: &Metrics) -> Registry {
         m.intake_batch_size.clone(),
     );
     r.register(
+        "intake_commit_duration_seconds",
+        "Duration of one intake transaction (the receiver's group commit of one batch), from its start to its commit or failure",
+        m.intake_commit_duration.clone(),
+    );
+    r.register(
+        "receiver_request_duration_seconds",
+        "From a request reaching the receiver's handler to its 2xx answer (accepted, duplicate, ignored, endpoint handshake)",
+        m.answer_duration.clone(),
+    );
+    r.register(
         "reconcile_errors",
         "Failed reconciles of WebhookIntegrations, by the call that failed (read_secret, patch_status, ...); each is retried in 30 s",
         m.reconcile_errors.clone(),

@@ -76,6 +76,11 @@ pub(super) async fn handle(State(rx): State<Arc<Receiver>>, req: Request) -> Res
             handshake_response(h)
         }
     };
+    // What a provider counts as delivered; refusals are counted by reason instead.
+    if let Some(integration) = integration.filter(|_| response.status().is_success()) {
+        let took = started.elapsed().as_secs_f64();
+        Metrics::observe(&rx.metrics.answer_duration, integration, took);
+    }
     if let Some(v) = refusal_log::header_value(&request_id) {
         response
             .headers_mut()

@@ -11,7 +11,7 @@ mod reply;
 mod store;
 
 use crate::http::reply::Reply;
-use crate::inbox::{GroupCommit, GroupCommitConfig, Inbox, Recent};
+use crate::inbox::{BatchFigures, GroupCommit, GroupCommitConfig, Inbox, Recent};
 use crate::metrics::Metrics;
 use crate::route::RouteTable;
 use arc_swap::ArcSwap;
@@ -68,11 +68,7 @@ impl Receiver {
         metrics: Arc<Metrics>,
         commit: GroupCommitConfig,
     ) -> Self {
-        let intake = GroupCommit::start(
-            inbox.clone(),
-            commit,
-            Some(metrics.intake_batch_size.clone()),
-        );
+        let intake = GroupCommit::start(inbox.clone(), commit, Some(batch_figures(&metrics)));
         declare_series(&metrics, &routes);
         let limits = Arc::new(Limiters::new(limits::UNVERIFIED_RPS));
         let refusal_log = Arc::new(refusal_log::RefusalLog::new(
@@ -112,11 +108,8 @@ impl Receiver {
     pub fn with_group_commit(mut self, cfg: GroupCommitConfig) -> Self {
         self.recent = Arc::new(Recent::new(cfg.recent));
         memory::confirm(&self.recent, self.inbox.clone(), self.metrics.clone());
-        self.intake = GroupCommit::start(
-            self.inbox.clone(),
-            cfg,
-            Some(self.metrics.intake_batch_size.clone()),
-        );
+        self.intake =
+            GroupCommit::start(self.inbox.clone(), cfg, Some(batch_figures(&self.metrics)));
         self
     }
 
@@ -287,6 +280,14 @@ const COUNTED_FROM_ZERO: &[Reply] = &[
     Reply::InboxUnavailable,
     Reply::Overloaded,
 ];
+
+/// The intake's transactions: `hookgate_intake_batch_size` and `hookgate_intake_commit_duration_seconds`.
+fn batch_figures(metrics: &Metrics) -> BatchFigures {
+    BatchFigures {
+        sizes: metrics.intake_batch_size.clone(),
+        durations: metrics.intake_commit_duration.clone(),
+    }
+}
 
 fn declare_series(metrics: &Metrics, table: &RouteTable) {
     let outcomes: Vec<&str> = COUNTED_FROM_ZERO.iter().map(Reply::outcome).collect();

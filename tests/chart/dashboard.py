@@ -125,6 +125,19 @@ def build():
          "database keeps up with every request; near --commit-batch: commits are the bottleneck.",
          [(f"histogram_quantile({q}, sum by (le) (rate(hookgate_intake_batch_size_bucket{R})))", f"p{round(q * 100)}")
           for q in (0.5, 0.99)], "short"),
+        ("Receiver answers: p99 against the commits'",
+         "hookgate_receiver_request_duration_seconds: from a request reaching a receiver's handler to its 2xx answer, "
+         "by integration (refusals are not timed); hookgate_intake_commit_duration_seconds, all receivers: each "
+         "group-commit transaction. When the answers' p99 follows the commits', the database is the wait (see "
+         "Database connections against the cap); when it rises alone, the receivers' CPU or connections are. "
+         "Providers give up after seconds (Slack 3 s, GitHub and Stripe 10 s); HookgateReceiverSlow fires on the "
+         "answers' p99.",
+         [(f"histogram_quantile(0.99, sum by (integration, le) (rate(hookgate_receiver_request_duration_seconds_bucket{{{F}}}{R})))",
+           "answers p99 {{integration}}"),
+          (f"histogram_quantile(0.99, sum by (le) (rate(hookgate_intake_commit_duration_seconds_bucket{R})))",
+           "commits p99 (all receivers)"),
+          (f"histogram_quantile(0.5, sum by (le) (rate(hookgate_intake_commit_duration_seconds_bucket{R})))",
+           "commits p50 (all receivers)")], "s"),
         ("Verified requests by key",
          "hookgate_verified_requests_total by integration and the id of the key that verified each request. "
          "During a rotation, the old key's line should fall to zero before it retires.",

@@ -42,6 +42,7 @@ mod hostile_http;
 mod hostile_inputs;
 mod inbox_figures_plans;
 mod inbox_gauges;
+mod intake_timing;
 mod janitor;
 mod janitor_locks;
 mod janitor_stop;

@@ -338,15 +338,24 @@ async fn examples_serve_and_every_provider_format_is_accepted() {
 
     // Each verified request counts for the key that verified it (the retiring-key alert reads
     // this): the partner mid-rotation shows both keys; the Stripe retry counts, the forgery not.
+    // The Stripe event and its retry were answered 2xx and timed, the forgery not; every
+    // transaction of the intake was timed.
+    let text = server.metrics().await;
     assert_series(
-        &server.metrics().await,
+        &text,
         &[
             r#"hookgate_receiver_requests_total{integration="payments/stripe",outcome="duplicate"} 1"#,
             r#"hookgate_verified_requests_total{integration="platform/partner",key="v1"} 1"#,
             r#"hookgate_verified_requests_total{integration="platform/partner",key="v2"} 1"#,
             r#"hookgate_verified_requests_total{integration="payments/stripe",key="v1"} 2"#,
+            r#"hookgate_receiver_request_duration_seconds_count{integration="payments/stripe"} 2"#,
+            r#"hookgate_receiver_request_duration_seconds_count{integration="platform/partner"} 2"#,
         ],
     );
+    let count = |name: &str| hookgate::metrics::counter_sum(&text, name);
+    let commits = count("hookgate_intake_commit_duration_seconds_count");
+    assert!(commits >= 1.0, "no intake transaction timed");
+    assert_eq!(commits, count("hookgate_intake_batch_size_count"));
 
     // A full run's logs (intake, duplicates, a forged signature, delivery) at debug level carry
     // the event fields but no configured secret, private key or signature.
