@@ -256,6 +256,32 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         let f = figure(&format!("HMAC alone / raw SHA-256, {kib} KiB"));
         assert!(f.is_some_and(|v| v > 0.0), "{kib} KiB: {figures:?}");
     }
+    // The half-rate phase as the receiver timed it: bounds of its doubling buckets (1 ms x 2^k),
+    // and its answers' within a factor of two of the load generator's p99 from the schedule,
+    // which holds each answer's time and more (a bound in seconds, or of another phase's
+    // requests, would not be).
+    let check_value = |name: &str| {
+        checks
+            .iter()
+            .find(|c| c["check"] == name)
+            .and_then(|c| c["value"].as_f64())
+    };
+    let at_half = check_value("intake p99 at half rate (ms)").unwrap();
+    for name in [
+        "half rate: the receiver's own answers, p99 at most (ms)",
+        "half rate: its transactions, p99 at most (ms)",
+    ] {
+        let bound = figure(name).unwrap_or_else(|| panic!("no {name} in {figures:?}"));
+        assert!(
+            bound >= 1.0 && bound.log2().fract() == 0.0,
+            "{name}: {bound} is not a bucket bound"
+        );
+    }
+    let answers = figure("half rate: the receiver's own answers, p99 at most (ms)").unwrap();
+    assert!(
+        answers == 1.0 || answers / 2.0 < at_half,
+        "the receiver's answers p99 bound {answers} ms against {at_half} ms at the client"
+    );
     // The intake against the anchor measured a minute earlier: shown, not the target.
     let unpaired = figure("intake / pgbench 1-row, unpaired");
     assert_eq!(unpaired.is_some(), pgbench, "{figures:?}");
@@ -325,7 +351,7 @@ fn bench_runs_every_phase_and_reports_every_figure() {
     let beside_the_ceiling = receiver_beside_the_ceiling(&report, nginx, pgbench);
     assert_eq!(
         figures.len(),
-        12 + usize::from(pgbench) + beside_the_ceiling,
+        14 + usize::from(pgbench) + beside_the_ceiling,
         "{figures:?}"
     );
     if pgbench {
@@ -962,6 +988,9 @@ fn receiver_beside_the_ceiling(report: &Value, nginx: bool, pgbench: bool) -> us
         }
         let busy = c["busy_pct"].as_f64().unwrap();
         assert!((0.0..=100.0).contains(&busy), "{c}");
+        // The hypervisor's share is part of busy, and nobody's CPU per request.
+        let stolen = c["stolen_pct"].as_f64().unwrap();
+        assert!((0.0..=busy).contains(&stolen), "{c}");
         // pgbench has no server process of its own: PostgreSQL is in the rest.
         assert_eq!(c["server_us"].is_null(), run.contains("pgbench"), "{c}");
     }

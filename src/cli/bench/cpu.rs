@@ -18,6 +18,7 @@ const TICKS_PER_SECOND: f64 = 100.0;
 pub struct Sample {
     busy: u64,
     total: u64,
+    stolen: u64,
     child: u64,
     me: u64,
 }
@@ -27,16 +28,20 @@ pub struct Sample {
 pub struct PerEvent {
     pub hookgate_us: f64,
     pub bench_us: f64,
-    /// Everything else the machine ran: PostgreSQL when it shares the machine.
+    /// Everything else the machine ran: PostgreSQL when it shares the machine. Not the time
+    /// the hypervisor took (`stolen_pct`), which no process here spent.
     pub rest_us: f64,
-    /// Of all cores, in percent.
+    /// Of all cores, in percent, the hypervisor's share included.
     pub busy_pct: f64,
+    /// Of all cores, in percent: time the hypervisor ran something else while a process here
+    /// was ready to run (`steal` in `/proc/stat`); 0 on a machine of its own.
+    pub stolen_pct: f64,
 }
 
 /// The counters now, `children` counted together as hookgate's; `None` when `/proc` cannot be
 /// read (not Linux, or a child is gone).
 pub fn sample(children: &[u32]) -> Option<Sample> {
-    let (busy, total) = machine(&std::fs::read_to_string("/proc/stat").ok()?)?;
+    let (busy, total, stolen) = machine(&std::fs::read_to_string("/proc/stat").ok()?)?;
     let mut child = 0;
     for pid in children {
         child += process(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
@@ -48,6 +53,7 @@ pub fn sample(children: &[u32]) -> Option<Sample> {
     Some(Sample {
         busy,
         total,
+        stolen,
         child,
         me,
     })
@@ -62,11 +68,13 @@ pub fn per_event(before: Sample, after: Sample, events: usize) -> Option<PerEven
     }
     let us = |ticks: f64| ticks / TICKS_PER_SECOND * 1e6 / events as f64;
     let (child, me) = (d(before.child, after.child), d(before.me, after.me));
+    let stolen = d(before.stolen, after.stolen);
     Some(PerEvent {
         hookgate_us: us(child),
         bench_us: us(me),
-        rest_us: us((busy - child - me).max(0.0)),
+        rest_us: us((busy - stolen - child - me).max(0.0)),
         busy_pct: 100.0 * busy / total,
+        stolen_pct: 100.0 * stolen / total,
     })
 }
 
@@ -118,9 +126,9 @@ fn field(stat: &str, n: usize) -> Option<u64> {
     rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
 }
 
-/// `(busy, total)` ticks of all cores from `/proc/stat`'s `cpu` line: busy is user, nice, system,
-/// irq, softirq and steal; total adds idle and iowait.
-fn machine(stat: &str) -> Option<(u64, u64)> {
+/// `(busy, total, stolen)` ticks of all cores from `/proc/stat`'s `cpu` line: busy is user,
+/// nice, system, irq, softirq and steal; total adds idle and iowait; stolen is steal alone.
+fn machine(stat: &str) -> Option<(u64, u64, u64)> {
     let line = stat.lines().find(|l| l.starts_with("cpu "))?;
     let v: Vec<u64> = line
         .split_whitespace()
@@ -129,7 +137,7 @@ fn machine(stat: &str) -> Option<(u64, u64)> {
         .collect::<Option<_>>()?;
     let at = |i: usize| v.get(i).copied().unwrap_or(0);
     let busy = at(0) + at(1) + at(2) + at(5) + at(6) + at(7);
-    Some((busy, busy + at(3) + at(4)))
+    Some((busy, busy + at(3) + at(4), at(7)))
 }
 
 /// utime + stime of one process from its `/proc/<pid>/stat` (fields 14 and 15; the command name
@@ -145,7 +153,7 @@ mod tests {
     #[test]
     fn machine_counts_busy_and_idle_ticks() {
         let stat = "cpu  100 5 40 800 20 3 2 1 0 0\ncpu0 50 2 20 400 10 1 1 0 0 0\n";
-        assert_eq!(machine(stat), Some((151, 971)));
+        assert_eq!(machine(stat), Some((151, 971, 1)));
         assert_eq!(machine("intr 1 2\n"), None);
     }
 
@@ -252,21 +260,25 @@ mod tests {
         let before = Sample {
             busy: 1_000,
             total: 2_000,
+            stolen: 10,
             child: 100,
             me: 50,
         };
-        // 2 s of both cores (400 ticks), 3 of them busy: child 1.5 s, bench 0.5 s, rest 1 s.
+        // 2 s of both cores (400 ticks), 300 of them busy: child 1.5 s, bench 0.5 s, rest 0.8 s,
+        // and 0.2 s the hypervisor took, which is nobody's here.
         let after = Sample {
             busy: 1_300,
             total: 2_400,
+            stolen: 30,
             child: 250,
             me: 100,
         };
         let p = per_event(before, after, 1_000).unwrap();
         assert_eq!(p.hookgate_us, 1_500.0);
         assert_eq!(p.bench_us, 500.0);
-        assert_eq!(p.rest_us, 1_000.0);
+        assert_eq!(p.rest_us, 800.0);
         assert_eq!(p.busy_pct, 75.0);
+        assert_eq!(p.stolen_pct, 5.0);
         assert_eq!(per_event(before, after, 0), None);
     }
 }

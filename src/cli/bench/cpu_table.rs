@@ -25,8 +25,8 @@ impl Table {
     pub fn text(&self) -> Option<String> {
         (!self.0.is_empty()).then(|| {
             let mut out = format!(
-                "{:<44} {:>12} {:>12} {:>12} {:>11}\n",
-                "CPU per request (µs)", "server", "load gen", "rest (PG)", "cores busy"
+                "{:<44} {:>12} {:>12} {:>12} {:>11} {:>8}\n",
+                "CPU per request (µs)", "server", "load gen", "rest (PG)", "cores busy", "stolen"
             );
             for (run, p, servers) in &self.0 {
                 let server = if *servers {
@@ -35,8 +35,8 @@ impl Table {
                     "-".into()
                 };
                 out += &format!(
-                    "{run:<44} {server:>12} {:>12.1} {:>12.1} {:>10.0}%\n",
-                    p.bench_us, p.rest_us, p.busy_pct
+                    "{run:<44} {server:>12} {:>12.1} {:>12.1} {:>10.0}% {:>7.1}%\n",
+                    p.bench_us, p.rest_us, p.busy_pct, p.stolen_pct
                 );
             }
             out
@@ -48,7 +48,8 @@ impl Table {
             .iter()
             .map(|(run, p, servers)| {
                 json!({"run": run, "server_us": servers.then_some(p.hookgate_us),
-                    "load_generator_us": p.bench_us, "rest_us": p.rest_us, "busy_pct": p.busy_pct})
+                    "load_generator_us": p.bench_us, "rest_us": p.rest_us, "busy_pct": p.busy_pct,
+                    "stolen_pct": p.stolen_pct})
             })
             .collect()
     }
@@ -67,6 +68,7 @@ mod tests {
             bench_us: 4.0,
             rest_us: 20.0,
             busy_pct: 66.4,
+            stolen_pct: 2.3,
         };
         t.push("HTTP ceiling: nginx", split(6.5), true);
         t.push("hookgate intake", split(28.25), true);
@@ -75,6 +77,10 @@ mod tests {
         assert!(text.contains("hookgate intake"), "{text}");
         assert!(
             text.contains("28.2") && text.contains("6.5") && text.contains("66%"),
+            "{text}"
+        );
+        assert!(
+            text.lines().next().unwrap().ends_with("stolen") && text.contains(" 2.3%\n"),
             "{text}"
         );
         assert_eq!(t.get("hookgate intake").unwrap().hookgate_us, 28.25);

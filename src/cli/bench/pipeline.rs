@@ -272,11 +272,15 @@ fn line(k: usize, s: &Step) -> String {
         ),
         None => format!("{:>8} {:>8} {:>8} {:>6}", "-", "-", "-", "-"),
     };
-    // A miss beside autovacuum's work on the same cores says so on its line.
-    let vacuum = match &s.autovacuum {
+    // A miss beside autovacuum's work on the same cores says so on its line, and one on a host
+    // whose hypervisor took a share of the cores.
+    let mut vacuum = match &s.autovacuum {
         Some(said) => format!(" [{said}]"),
         None => String::new(),
     };
+    if let Some(c) = s.cpu.filter(|c| c.stolen_pct >= 1.0) {
+        vacuum += &format!(" [the hypervisor took {:.0}% of the cores]", c.stolen_pct);
+    }
     format!(
         "{k:>4} {:>10.0} {:>10.0} {:>9.2}ms {:>6} {:>11.0} {:>9} {:>10.1}ms {:>10.1}ms {cpu} {handed} {claims} {wal}  {}{}{vacuum}",
         s.offered,

@@ -1,6 +1,7 @@
-//! Counters read from a child's `/metrics`: how the pipeline phase sees what share of its
-//! deliveries the receiver handed over to the workers of its own process, and how many claims
-//! the workers made for the rest.
+//! Counters and histograms read from a child's `/metrics`: how the pipeline phase sees what
+//! share of its deliveries the receiver handed over to the workers of its own process, and how
+//! many claims the workers made for the rest; how the half-rate phase sees the receiver's own
+//! timing of its answers and transactions.
 
 use anyhow::Context;
 use std::net::SocketAddr;
@@ -18,13 +19,32 @@ pub const REMEMBERED: &str = "hookgate_duplicates_remembered_total";
 pub const BATCHED_EVENTS: &str = "hookgate_intake_batch_size_sum";
 pub const BATCHES: &str = "hookgate_intake_batch_size_count";
 
+/// The receiver's 2xx answers and its transactions, timed (`src/metrics/register.rs`).
+pub const ANSWER_BUCKETS: &str = "hookgate_receiver_request_duration_seconds_bucket";
+pub const COMMIT_BUCKETS: &str = "hookgate_intake_commit_duration_seconds_bucket";
+
 /// Each of `names` summed, from one read of the `/metrics` of the admin listener at `admin`.
 pub async fn counters<const N: usize>(
     admin: SocketAddr,
     names: [&str; N],
 ) -> anyhow::Result<[f64; N]> {
+    let text = exposition(admin).await?;
+    Ok(names.map(|name| crate::metrics::counter_sum(&text, name)))
+}
+
+/// The cumulative buckets of each histogram of `names` (`…_bucket`), summed over labels but
+/// `le`, from one read (`crate::metrics::histogram_buckets`).
+pub async fn histograms<const N: usize>(
+    admin: SocketAddr,
+    names: [&str; N],
+) -> anyhow::Result<[Vec<(f64, f64)>; N]> {
+    let text = exposition(admin).await?;
+    Ok(names.map(|name| crate::metrics::histogram_buckets(&text, name)))
+}
+
+async fn exposition(admin: SocketAddr) -> anyhow::Result<String> {
     let url = format!("http://{admin}/metrics");
-    let text = reqwest::Client::new()
+    Ok(reqwest::Client::new()
         .get(&url)
         .timeout(Duration::from_secs(5))
         .send()
@@ -32,6 +52,5 @@ pub async fn counters<const N: usize>(
         .and_then(|r| r.error_for_status())
         .with_context(|| format!("reading {url}"))?
         .text()
-        .await?;
-    Ok(names.map(|name| crate::metrics::counter_sum(&text, name)))
+        .await?)
 }
