@@ -179,6 +179,20 @@ fn bench_runs_every_phase_and_reports_every_figure() {
             assert!(s[field].as_f64().unwrap() > 0.0, "{field} in {s}");
         }
         assert!(s["pending"].as_i64().unwrap() >= 0, "{s}");
+        // The receiver's own timing of the step: bucket bounds, its answers' within a factor of
+        // two of the load generator's p99 from the schedule (which holds each answer's time).
+        for field in ["own_answers_p99_ms", "own_commits_p99_ms"] {
+            let bound = s[field]
+                .as_f64()
+                .unwrap_or_else(|| panic!("no {field} in {s}"));
+            assert!(
+                bound >= 1.0 && bound.log2().fract() == 0.0,
+                "{field} in {s}"
+            );
+        }
+        let own = s["own_answers_p99_ms"].as_f64().unwrap();
+        let at_client = s["intake_p99_ms"].as_f64().unwrap();
+        assert!(own == 1.0 || own / 2.0 < at_client, "{s}");
         // The open loop opened what its schedule needed, never more than it was allowed.
         let conns = s["connections"].as_u64().unwrap();
         assert!((1..=16).contains(&conns), "{s}");
@@ -537,6 +551,9 @@ fn bench_split(topology: &str) -> (Value, String) {
     let s = &steps[0];
     assert!(s["delivered"].as_f64().unwrap() > 0.0, "{s}");
     assert!(s["cpu"]["hookgate_us"].as_f64().unwrap() > 0.0, "{s}");
+    // The receiver process's own timing, whichever process delivers.
+    assert!(s["own_answers_p99_ms"].as_f64().is_some(), "{s}");
+    assert!(s["own_commits_p99_ms"].as_f64().is_some(), "{s}");
     // The target is the standalone product; the split's ratio is a figure beside it.
     let checks = names(&report, "checks", "check");
     assert!(

@@ -63,6 +63,15 @@ impl Deployment {
         Some(sum)
     }
 
+    /// The receiver's timing of its 2xx answers and its transactions (`scrape::ANSWER_BUCKETS`,
+    /// `scrape::COMMIT_BUCKETS`); `None` when they cannot be read.
+    pub async fn timed(&self) -> Option<[Vec<(f64, f64)>; 2]> {
+        let admin = self.receiver.admin?;
+        scrape::histograms(admin, [scrape::ANSWER_BUCKETS, scrape::COMMIT_BUCKETS])
+            .await
+            .ok()
+    }
+
     pub fn stop(self) {
         self.receiver.stop();
         if let Some(w) = self.workers {

@@ -175,8 +175,18 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
     let cpu_before = cpu::sample(&child.pids());
     let lsn_before = wal::lsn(&env.pool).await;
     let vacuum_before = autovacuum::seen(&env.pool).await.ok();
+    let timed_before = child.timed().await;
     let out = open_loop::open_loop(child.addr(), &signer, args.open_loop_connections, pace).await?;
     let cpu_after = cpu::sample(&child.pids());
+    let own = timed_before
+        .zip(child.timed().await)
+        .map(|(before, after)| {
+            [0, 1].map(|k| {
+                crate::metrics::quantile_bound(&before[k], &after[k], 0.99)
+                    .filter(|s| s.is_finite())
+                    .map(|s| s * 1e3)
+            })
+        });
     // [handed over, claims] during the load.
     let counted = child
         .counted()
@@ -234,6 +244,8 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
         autovacuum: vacuum_before
             .zip(vacuum_after)
             .and_then(|(b, a)| autovacuum::during(b, a)),
+        own_answers_p99_ms: own.and_then(|[a, _]| a),
+        own_commits_p99_ms: own.and_then(|[_, c]| c),
     })
 }
 
@@ -278,6 +290,10 @@ fn line(k: usize, s: &Step) -> String {
         Some(said) => format!(" [{said}]"),
         None => String::new(),
     };
+    // Where a slow step's intake p99 went: the receiver's own answers, and its commits.
+    if let (Some(a), Some(c)) = (s.own_answers_p99_ms, s.own_commits_p99_ms) {
+        vacuum += &format!(" [own p99 <= {a:.0}/{c:.0} ms]");
+    }
     if let Some(c) = s.cpu.filter(|c| c.stolen_pct >= 1.0) {
         vacuum += &format!(" [the hypervisor took {:.0}% of the cores]", c.stolen_pct);
     }
@@ -310,7 +326,9 @@ fn table(args: &BenchArgs, steps: &[Step]) -> String {
          handed = accepted events the receiver handed over to the workers of its process (no claim); \
          claims/1k = the workers' claims (found events or not) per 1,000 accepted events; \
          WAL B/ev = WAL bytes PostgreSQL wrote per accepted event until the step's events were delivered; \
-         [autovacuum ...] = what PostgreSQL's autovacuum did meanwhile, on the same cores",
+         [autovacuum ...] = what PostgreSQL's autovacuum did meanwhile, on the same cores; \
+         [own p99 <= A/C ms] = the receiver's p99 of its 2xx answers (from its handler's start) and of its transactions, as it timed them (bounds of doubling buckets); \
+         [the hypervisor took N% of the cores] = steal, when 1% or more",
         args.pipeline_topology.label(),
         args.pipeline_secs,
         args.open_loop_connections

@@ -44,6 +44,11 @@ pub struct Step {
     /// What PostgreSQL's autovacuum did in the bench's database from the load's start until its
     /// events were delivered (`None`: nothing), work on the same cores that the figures include.
     pub autovacuum: Option<String>,
+    /// The p99 of the receiver's 2xx answers and of its transactions during the load, as it
+    /// timed them itself: the bounds of its doubling buckets, in ms (`None`: not read, or over
+    /// the last bucket).
+    pub own_answers_p99_ms: Option<f64>,
+    pub own_commits_p99_ms: Option<f64>,
 }
 
 /// Sustainable: every event accepted, a backlog under one second of traffic at the end, and
