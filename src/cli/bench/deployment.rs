@@ -63,13 +63,10 @@ impl Deployment {
         Some(sum)
     }
 
-    /// The receiver's timing of its 2xx answers and its transactions (`scrape::ANSWER_BUCKETS`,
-    /// `scrape::COMMIT_BUCKETS`); `None` when they cannot be read.
+    /// The receiver's timing of its 2xx answers and its transactions ([`scrape::timed`]);
+    /// `None` when it cannot be read.
     pub async fn timed(&self) -> Option<[Vec<(f64, f64)>; 2]> {
-        let admin = self.receiver.admin?;
-        scrape::histograms(admin, [scrape::ANSWER_BUCKETS, scrape::COMMIT_BUCKETS])
-            .await
-            .ok()
+        scrape::timed(self.receiver.admin?).await.ok()
     }
 
     pub fn stop(self) {

@@ -139,7 +139,7 @@ pub async fn run(
     let n = ((half * args.latency_run.as_secs_f64()) as usize).max(100);
     eprintln!("bench: intake at half the maximum rate ({half:.0}/s) for {n} events");
     let paced = env.signed_requests(20 * args.events, n)?;
-    let timed = scrape::histograms(admin, [scrape::ANSWER_BUCKETS, scrape::COMMIT_BUCKETS]).await?;
+    let timed = scrape::timed(admin).await?;
     // Its CPU split says, when its p99 misses, whether a party cost more per event than at the
     // closed loop: the host's moment or the receiver's (round 46).
     let (steady, split) = watched(&env.pool, report, "half rate", || {
@@ -157,7 +157,7 @@ pub async fn run(
     report.push(Row::throughput(HALF_ROW, &steady.run));
     report.cpu(HALF_ROW, split);
     report.limit("intake p99 at half rate (ms)", steady.run.p99_ms(), 25.0);
-    let after = scrape::histograms(admin, [scrape::ANSWER_BUCKETS, scrape::COMMIT_BUCKETS]).await?;
+    let after = scrape::timed(admin).await?;
     own_timing(&timed, &after, report);
     let peak_rss = receiver.peak_rss_kib()?;
     report.limit("receiver RSS idle (MiB)", idle_rss as f64 / 1024.0, 40.0);
@@ -207,9 +207,9 @@ fn own_timing(before: &[Vec<(f64, f64)>; 2], after: &[Vec<(f64, f64)>; 2], repor
         "half rate: the receiver's own answers, p99 at most (ms)",
         "half rate: its transactions, p99 at most (ms)",
     ];
-    for ((name, b), a) in names.iter().zip(before).zip(after) {
-        match crate::metrics::quantile_bound(b, a, 0.99) {
-            Some(seconds) if seconds.is_finite() => report.figure(name, seconds * 1e3),
+    for (name, bound) in names.iter().zip(scrape::own_p99_ms(before, after)) {
+        match bound {
+            Some(ms) if ms.is_finite() => report.figure(name, ms),
             Some(_) => report.note(format!("{name}: over its last bucket")),
             // A build older than these histograms (`--hookgate`).
             None => report.note(format!("{name}: not served by the receiver measured")),

@@ -18,6 +18,7 @@ use super::load;
 use super::open_loop::{self, Pace};
 use super::report::{Report, Row};
 use super::requests;
+use super::scrape;
 use super::search::{self, LATENCY_LIMIT, Step};
 use super::setup::Env;
 use super::sink::Counter;
@@ -181,11 +182,7 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
     let own = timed_before
         .zip(child.timed().await)
         .map(|(before, after)| {
-            [0, 1].map(|k| {
-                crate::metrics::quantile_bound(&before[k], &after[k], 0.99)
-                    .filter(|s| s.is_finite())
-                    .map(|s| s * 1e3)
-            })
+            scrape::own_p99_ms(&before, &after).map(|b| b.filter(|ms| ms.is_finite()))
         });
     // [handed over, claims] during the load.
     let counted = child
@@ -286,19 +283,19 @@ fn line(k: usize, s: &Step) -> String {
     };
     // A miss beside autovacuum's work on the same cores says so on its line, and one on a host
     // whose hypervisor took a share of the cores.
-    let mut vacuum = match &s.autovacuum {
-        Some(said) => format!(" [{said}]"),
+    let mut said = match &s.autovacuum {
+        Some(v) => format!(" [{v}]"),
         None => String::new(),
     };
     // Where a slow step's intake p99 went: the receiver's own answers, and its commits.
     if let (Some(a), Some(c)) = (s.own_answers_p99_ms, s.own_commits_p99_ms) {
-        vacuum += &format!(" [own p99 <= {a:.0}/{c:.0} ms]");
+        said += &format!(" [own p99 <= {a:.0}/{c:.0} ms]");
     }
     if let Some(c) = s.cpu.filter(|c| c.stolen_pct >= 1.0) {
-        vacuum += &format!(" [the hypervisor took {:.0}% of the cores]", c.stolen_pct);
+        said += &format!(" [the hypervisor took {:.0}% of the cores]", c.stolen_pct);
     }
     format!(
-        "{k:>4} {:>10.0} {:>10.0} {:>9.2}ms {:>6} {:>11.0} {:>9} {:>10.1}ms {:>10.1}ms {cpu} {handed} {claims} {wal}  {}{}{vacuum}",
+        "{k:>4} {:>10.0} {:>10.0} {:>9.2}ms {:>6} {:>11.0} {:>9} {:>10.1}ms {:>10.1}ms {cpu} {handed} {claims} {wal}  {}{}{said}",
         s.offered,
         s.intake,
         s.intake_p99_ms,

@@ -20,8 +20,8 @@ pub const BATCHED_EVENTS: &str = "hookgate_intake_batch_size_sum";
 pub const BATCHES: &str = "hookgate_intake_batch_size_count";
 
 /// The receiver's 2xx answers and its transactions, timed (`src/metrics/register.rs`).
-pub const ANSWER_BUCKETS: &str = "hookgate_receiver_request_duration_seconds_bucket";
-pub const COMMIT_BUCKETS: &str = "hookgate_intake_commit_duration_seconds_bucket";
+const ANSWER_BUCKETS: &str = "hookgate_receiver_request_duration_seconds_bucket";
+const COMMIT_BUCKETS: &str = "hookgate_intake_commit_duration_seconds_bucket";
 
 /// Each of `names` summed, from one read of the `/metrics` of the admin listener at `admin`.
 pub async fn counters<const N: usize>(
@@ -40,6 +40,17 @@ pub async fn histograms<const N: usize>(
 ) -> anyhow::Result<[Vec<(f64, f64)>; N]> {
     let text = exposition(admin).await?;
     Ok(names.map(|name| crate::metrics::histogram_buckets(&text, name)))
+}
+
+/// The receiver's histograms of its 2xx answers and of its transactions, from one read.
+pub async fn timed(admin: SocketAddr) -> anyhow::Result<[Vec<(f64, f64)>; 2]> {
+    histograms(admin, [ANSWER_BUCKETS, COMMIT_BUCKETS]).await
+}
+
+/// The p99 of the answers and of the transactions observed between two [`timed`] reads, in ms:
+/// bounds of their doubling buckets, infinite past the last one (`None`: nothing observed).
+pub fn own_p99_ms(before: &[Vec<(f64, f64)>; 2], after: &[Vec<(f64, f64)>; 2]) -> [Option<f64>; 2] {
+    [0, 1].map(|k| crate::metrics::quantile_bound(&before[k], &after[k], 0.99).map(|s| s * 1e3))
 }
 
 async fn exposition(admin: SocketAddr) -> anyhow::Result<String> {
