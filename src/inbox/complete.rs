@@ -2,11 +2,12 @@
 //! of concurrent deliveries are written by one statement (status changes and attempt records
 //! together), instead of one transaction each.
 
-use super::group::{Batcher, CommitFn, Settings};
+use super::group::{BatchFigures, Batcher, CommitFn, Settings};
 use super::kept::Kept;
 use super::{Attempt, Claimed, Completion, Inbox};
 use super::{Error, Result};
 use chrono::{DateTime, Utc};
+use prometheus_client::metrics::histogram::Histogram;
 use sqlx::PgConnection;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -53,12 +54,16 @@ pub struct Completer {
     inbox: Inbox,
     batcher: Option<Batcher<Finish, bool>>,
     deadline: Duration,
+    /// Times the completions that take a transaction of their own; the batching task times its
+    /// batches with the same histogram.
+    figures: Option<BatchFigures>,
 }
 
 impl Completer {
     /// On PostgreSQL starts the batching task (current Tokio runtime). SQLite writes each
-    /// completion in its own transaction: it is local, and has one writer anyway.
-    pub fn start(inbox: Inbox, deadline: Duration) -> Self {
+    /// completion in its own transaction: it is local, and has one writer anyway. `figures`
+    /// records each transaction's duration, and each batch's size.
+    pub fn start(inbox: Inbox, deadline: Duration, figures: Option<BatchFigures>) -> Self {
         let batcher = match &inbox {
             Inbox::Postgres(pool) => {
                 let kept = Kept::new(pool.clone());
@@ -76,7 +81,7 @@ impl Completer {
                     // wait on each other's rows (docs/performance.md, round 5).
                     concurrency: 1,
                 };
-                Some(Batcher::start(settings, None, commit))
+                Some(Batcher::start(settings, figures.clone(), commit))
             }
             Inbox::Sqlite(_) => None,
         };
@@ -84,6 +89,7 @@ impl Completer {
             inbox,
             batcher,
             deadline,
+            figures,
         }
     }
 
@@ -125,6 +131,7 @@ impl Completer {
                 batcher.submit(finish).await
             }
             _ => {
+                let _timed = self.figures.as_ref().map(|f| Timed::start(&f.durations));
                 Box::pin(
                     self.inbox
                         .complete(claimed, &completion, attempt.as_ref(), now),
@@ -132,6 +139,28 @@ impl Completer {
                 .await
             }
         }
+    }
+}
+
+/// Observes the time from its start to its drop: a transaction the deadline cut short is timed
+/// too, as the batching task times its batches whatever their end.
+struct Timed<'a> {
+    histogram: &'a Histogram,
+    began: std::time::Instant,
+}
+
+impl<'a> Timed<'a> {
+    fn start(histogram: &'a Histogram) -> Self {
+        Self {
+            histogram,
+            began: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Drop for Timed<'_> {
+    fn drop(&mut self) {
+        self.histogram.observe(self.began.elapsed().as_secs_f64());
     }
 }
 

@@ -66,8 +66,9 @@ pub(super) fn delivery_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 14))
 }
 
-/// 1 ms .. ~16 s, doubling: a receiver's answer and its commit take milliseconds when all is
-/// well, and providers give up after seconds (Slack 3 s, GitHub and Stripe 10 s).
+/// 1 ms .. ~16 s, doubling: a receiver's answer and its commit, and a worker's claim and
+/// completion, take milliseconds when all is well, and providers give up after seconds (Slack 3 s,
+/// GitHub and Stripe 10 s).
 pub(super) fn answer_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 15))
 }

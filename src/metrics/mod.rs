@@ -41,6 +41,12 @@ pub struct Metrics {
     pub intake_commit_duration: Histogram,
     /// From a request reaching the receiver's handler to its 2xx answer, per integration.
     pub answer_duration: Histograms,
+    /// Each claim statement of a worker pool, whether it found events or not.
+    pub claim_duration: Histogram,
+    /// Each completion transaction of a worker pool: a batch on PostgreSQL, one event otherwise.
+    pub completion_commit_duration: Histogram,
+    /// Completions committed together by a worker pool's batching task (PostgreSQL).
+    pub completion_batch_size: Histogram,
     pub reconcile_errors: Family<ErrorLabels, Counter>,
     pub verified_requests: Family<KeyLabels, Counter>,
     pub key_phase: Family<KeyPhaseLabels, Gauge>,
@@ -100,6 +106,10 @@ impl Metrics {
             intake_batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
             intake_commit_duration: answer_buckets(),
             answer_duration: Family::new_with_constructor(answer_buckets),
+            claim_duration: answer_buckets(),
+            completion_commit_duration: answer_buckets(),
+            // 1 .. 1024 completions per transaction (a worker batches up to 128).
+            completion_batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
             reconcile_errors: Family::default(),
             verified_requests: Family::default(),
             key_phase: Family::default(),

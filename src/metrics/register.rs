@@ -85,6 +85,21 @@ pub(super) fn registry(m: &Metrics) -> Registry {
         m.answer_duration.clone(),
     );
     r.register(
+        "claim_duration_seconds",
+        "Duration of one claim statement by the workers, whether it found events or not (hookgate_claims_total counts them by that)",
+        m.claim_duration.clone(),
+    );
+    r.register(
+        "completion_commit_duration_seconds",
+        "Duration of one transaction recording delivery outcomes (a batch of completions on PostgreSQL, one completion on SQLite or for an ordered event), from its start to its commit or failure",
+        m.completion_commit_duration.clone(),
+    );
+    r.register(
+        "completion_batch_size",
+        "Delivery outcomes committed together by the workers' batched completions, per transaction (PostgreSQL)",
+        m.completion_batch_size.clone(),
+    );
+    r.register(
         "reconcile_errors",
         "Failed reconciles of WebhookIntegrations, by the call that failed (read_secret, patch_status, ...); each is retried in 30 s",
         m.reconcile_errors.clone(),

@@ -167,7 +167,11 @@ impl Worker {
             .expect("HTTP client builds");
         Self {
             inner: Arc::new(Inner {
-                completer: crate::inbox::Completer::start(inbox.clone(), cfg.db.deadline()),
+                completer: crate::inbox::Completer::start(
+                    inbox.clone(),
+                    cfg.db.deadline(),
+                    Some(completion_figures(&metrics)),
+                ),
                 inbox,
                 targets: ArcSwap::from_pointee(targets),
                 loaded: true.into(),
@@ -240,7 +244,8 @@ impl Worker {
     ) -> crate::inbox::Result<Vec<Claimed>> {
         let deadline = self.inner.cfg.db.deadline();
         let inbox = &self.inner.inbox;
-        match claim {
+        let began = std::time::Instant::now();
+        let claimed = match claim {
             cursor::Claim::Full => {
                 let claimed = inbox.claim_after(now, lease_until, limit, served);
                 crate::inbox::within(deadline, claimed).await
@@ -249,7 +254,13 @@ impl Worker {
                 let claimed = inbox.claim_due_from(now, lease_until, limit, served, from);
                 crate::inbox::within(deadline, claimed).await
             }
-        }
+        };
+        // Failed and timed-out claims too: a slow database shows as slow claims, not as none.
+        self.inner
+            .metrics
+            .claim_duration
+            .observe(began.elapsed().as_secs_f64());
+        claimed
     }
 
     /// Ready once the delivery targets are loaded (possibly none) and the inbox answers.
@@ -285,6 +296,15 @@ impl Worker {
 
     pub(crate) fn targets_snapshot(&self) -> Arc<Targets> {
         self.inner.targets.load_full()
+    }
+}
+
+/// The workers' completion transactions: `hookgate_completion_batch_size` and
+/// `hookgate_completion_commit_duration_seconds`.
+fn completion_figures(metrics: &Metrics) -> crate::inbox::BatchFigures {
+    crate::inbox::BatchFigures {
+        sizes: metrics.completion_batch_size.clone(),
+        durations: metrics.completion_commit_duration.clone(),
     }
 }
 

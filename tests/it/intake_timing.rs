@@ -2,24 +2,14 @@
 //! `hookgate_receiver_request_duration_seconds` (2xx answers, per integration) and
 //! `hookgate_intake_commit_duration_seconds` (one observation per transaction).
 
+use crate::common::timing::{held_lock, under};
 use crate::common::*;
 use hookgate::inbox::Inbox;
-use hookgate::metrics::{counter_sum, histogram_buckets};
+use hookgate::metrics::counter_sum;
 use std::time::Duration;
 
 const ANSWERS: &str = "hookgate_receiver_request_duration_seconds";
 const COMMITS: &str = "hookgate_intake_commit_duration_seconds";
-
-/// (observations in buckets bounded under `bound` seconds, all observations) of `histogram`.
-fn under(h: &Harness, histogram: &str, bound: f64) -> (f64, f64) {
-    let buckets = histogram_buckets(&h.metrics.encode(), &format!("{histogram}_bucket"));
-    let within = buckets
-        .iter()
-        .filter(|(le, _)| *le < bound)
-        .map(|(_, n)| *n)
-        .fold(0.0, f64::max);
-    (within, buckets.last().map_or(0.0, |(_, n)| *n))
-}
 
 /// A new event, its retry and a forged copy: the two 2xx answers are timed under their
 /// integration, the 401 is not, and each transaction is timed once.
@@ -60,32 +50,23 @@ on_both_backends!(two_xx_answers_and_each_transaction_are_timed);
 #[sqlx::test(migrations = "migrations/postgres")]
 async fn a_commit_held_by_a_lock_is_timed_whole(pool: sqlx::PgPool) {
     let h = harness(Inbox::Postgres(pool.clone()));
-    let mut other = pool.begin().await.unwrap();
-    sqlx::query("LOCK TABLE inbox_events IN EXCLUSIVE MODE")
-        .execute(&mut *other)
-        .await
-        .unwrap();
-    let release_once_blocked = async {
-        // This test's database only: the tests beside it use databases of their own.
-        let blocked = "SELECT count(*) FROM pg_stat_activity \
-                       WHERE datname = current_database() AND wait_event_type = 'Lock'";
-        for _ in 0..500 {
-            let n: i64 = sqlx::query_scalar(blocked).fetch_one(&pool).await.unwrap();
-            if n > 0 {
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                return other.commit().await.unwrap();
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("the intake transaction never waited for the lock");
-    };
+    let release_once_blocked = held_lock(
+        &pool,
+        "LOCK TABLE inbox_events IN EXCLUSIVE MODE",
+        Duration::from_millis(300),
+    )
+    .await;
     let body = stripe_body("evt_held", "invoice.paid");
     let (reply, ()) = tokio::join!(h.send("t/stripe", &body, opts()), release_once_blocked);
     assert_eq!(reply.json, accepted());
     assert_eq!(
-        under(&h, COMMITS, 0.3),
+        under(&h.metrics.encode(), COMMITS, 0.3),
         (0.0, 1.0),
         "the commit waited 300 ms"
     );
-    assert_eq!(under(&h, ANSWERS, 0.3), (0.0, 1.0), "so did its answer");
+    assert_eq!(
+        under(&h.metrics.encode(), ANSWERS, 0.3),
+        (0.0, 1.0),
+        "so did its answer"
+    );
 }

@@ -356,6 +356,13 @@ async fn examples_serve_and_every_provider_format_is_accepted() {
     let commits = count("hookgate_intake_commit_duration_seconds_count");
     assert!(commits >= 1.0, "no intake transaction timed");
     assert_eq!(commits, count("hookgate_intake_batch_size_count"));
+    // On SQLite each outcome commits in a transaction of its own, timed; the workers claimed at
+    // least at start-up, timed too.
+    assert!(
+        count("hookgate_completion_commit_duration_seconds_count") >= cases.len() as f64,
+        "every processed event's completion timed"
+    );
+    assert!(count("hookgate_claim_duration_seconds_count") >= 1.0);
 
     // A full run's logs (intake, duplicates, a forged signature, delivery) at debug level carry
     // the event fields but no configured secret, private key or signature.

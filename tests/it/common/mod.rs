@@ -341,6 +341,7 @@ pub mod procs;
 pub mod running;
 #[macro_use]
 pub mod scenarios;
+pub mod timing;
 
 /// A migrated SQLite inbox in a fresh temporary directory (kept alive by the returned guard).
 pub async fn sqlite_inbox() -> (tempfile::TempDir, Inbox) {

@@ -6,14 +6,15 @@
 //! destination answer's outcome, retries, dead letters and a killed worker's lease; `signing`
 //! what the destination receives (body, headers, signature, `webhook-id`); `lifecycle`
 //! shutdown, start-up, leases and integrations that disappear; `fairness` and `turns` how
-//! integrations share a pool; and `setup` the harness they share. Retention is in
-//! `janitor.rs`, the claims' plans in `query_plans.rs`.
+//! integrations share a pool; `timing` the claims' and completions' durations; and `setup` the
+//! harness they share. Retention is in `janitor.rs`, the claims' plans in `query_plans.rs`.
 
 mod fairness;
 mod lifecycle;
 mod outcomes;
 mod setup;
 mod signing;
+mod timing;
 mod turns;
 
 pub(crate) use setup::*;

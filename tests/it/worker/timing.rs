@@ -1,0 +1,80 @@
+//! How long the workers' transactions took, as `/metrics` shows them:
+//! `hookgate_claim_duration_seconds` (each claim statement), `hookgate_completion_commit_duration_seconds`
+//! (each transaction that records outcomes) and `hookgate_completion_batch_size` (PostgreSQL's
+//! batched completions).
+
+use super::Setup;
+use crate::common::timing::{held_lock, under};
+use hookgate::inbox::Inbox;
+use hookgate::metrics::counter_sum;
+use sqlx::PgPool;
+use std::time::Duration;
+
+const CLAIMS: &str = "hookgate_claim_duration_seconds";
+const COMPLETIONS: &str = "hookgate_completion_commit_duration_seconds";
+const BATCHES: &str = "hookgate_completion_batch_size";
+
+/// Three events claimed at once and delivered one after another: one claim timed, and each
+/// completion transaction timed once; on PostgreSQL each is a batch whose size is counted, on
+/// SQLite each completion has a transaction of its own and no batch.
+async fn each_claim_and_completion_transaction_is_timed(inbox: Inbox) {
+    let batched = matches!(inbox, Inbox::Postgres(_));
+    let s = Setup::new(inbox).await;
+    for id in ["t-1", "t-2", "t-3"] {
+        s.event("w/orders", id, "{}").await;
+    }
+    assert_eq!(s.worker().run_once().await.unwrap(), 3);
+
+    let text = s.metrics.encode();
+    let sum = |name: &str| counter_sum(&text, name);
+    assert_eq!(sum(&format!("{CLAIMS}_count")), 1.0, "one claim:\n{text}");
+    assert!(sum(&format!("{CLAIMS}_sum")) > 0.0);
+    let completions = sum(&format!("{COMPLETIONS}_count"));
+    if batched {
+        assert_eq!(
+            sum(&format!("{BATCHES}_sum")),
+            3.0,
+            "three outcomes batched"
+        );
+        assert_eq!(
+            completions,
+            sum(&format!("{BATCHES}_count")),
+            "each batch whose size was counted was timed once"
+        );
+    } else {
+        assert_eq!(completions, 3.0, "one transaction per outcome");
+        assert_eq!(sum(&format!("{BATCHES}_count")), 0.0, "no batches");
+    }
+}
+
+on_both_backends!(each_claim_and_completion_transaction_is_timed);
+
+/// A claim held 300 ms by another session's lock on the inbox is timed above 256 ms: the time is
+/// taken around the statement, not after it.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_claim_held_by_a_lock_is_timed_whole(pool: PgPool) {
+    let s = Setup::new(Inbox::Postgres(pool.clone())).await;
+    s.event("w/orders", "held-claim", "{}").await;
+    let lock = "LOCK TABLE inbox_events IN EXCLUSIVE MODE";
+    let release = held_lock(&pool, lock, Duration::from_millis(300)).await;
+    let worker = s.worker();
+    let (delivered, ()) = tokio::join!(worker.run_once(), release);
+    assert_eq!(delivered.unwrap(), 1);
+    assert_eq!(under(&s.metrics.encode(), CLAIMS, 0.3), (0.0, 1.0));
+}
+
+/// A completion held 300 ms by a lock on the attempts' table (which the claim does not touch) is
+/// timed above 256 ms, and its batch counted once.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_completion_held_by_a_lock_is_timed_whole(pool: PgPool) {
+    let s = Setup::new(Inbox::Postgres(pool.clone())).await;
+    s.event("w/orders", "held-completion", "{}").await;
+    let lock = "LOCK TABLE delivery_attempts IN EXCLUSIVE MODE";
+    let release = held_lock(&pool, lock, Duration::from_millis(300)).await;
+    let worker = s.worker();
+    let (delivered, ()) = tokio::join!(worker.run_once(), release);
+    assert_eq!(delivered.unwrap(), 1);
+    let text = s.metrics.encode();
+    assert_eq!(under(&text, COMPLETIONS, 0.3), (0.0, 1.0), "{text}");
+    assert_eq!(counter_sum(&text, &format!("{BATCHES}_count")), 1.0);
+}
