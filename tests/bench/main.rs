@@ -193,6 +193,16 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         let own = s["own_answers_p99_ms"].as_f64().unwrap();
         let at_client = s["intake_p99_ms"].as_f64().unwrap();
         assert!(own == 1.0 || own / 2.0 < at_client, "{s}");
+        // The workers' own timing of their completions (every delivered event had one), and
+        // how late the requests left: a part of their p99 from the schedule.
+        let completions = s["own_completions_p99_ms"].as_f64().unwrap();
+        assert!(
+            completions >= 1.0 && completions.log2().fract() == 0.0,
+            "{s}"
+        );
+        assert!(s["own_claims_p99_ms"].is_null() || s["own_claims_p99_ms"].as_f64().is_some());
+        let late = s["sent_late_p99_ms"].as_f64().unwrap();
+        assert!(late >= 0.0 && late < at_client, "{s}");
         // The open loop opened what its schedule needed, never more than it was allowed.
         let conns = s["connections"].as_u64().unwrap();
         assert!((1..=16).contains(&conns), "{s}");
@@ -296,6 +306,13 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         answers == 1.0 || answers / 2.0 < at_half,
         "the receiver's answers p99 bound {answers} ms against {at_half} ms at the client"
     );
+    // How late the requests left is a part of each one's latency from the schedule, so its p99
+    // is at most theirs (taken after the answer, it would be theirs or more).
+    let late = figure("half rate: requests sent late by the load generator, p99 (ms)").unwrap();
+    assert!(
+        late >= 0.0 && late < at_half,
+        "{late} ms against {at_half} ms"
+    );
     // The intake against the anchor measured a minute earlier: shown, not the target.
     let unpaired = figure("intake / pgbench 1-row, unpaired");
     assert_eq!(unpaired.is_some(), pgbench, "{figures:?}");
@@ -365,7 +382,7 @@ fn bench_runs_every_phase_and_reports_every_figure() {
     let beside_the_ceiling = receiver_beside_the_ceiling(&report, nginx, pgbench);
     assert_eq!(
         figures.len(),
-        14 + usize::from(pgbench) + beside_the_ceiling,
+        15 + usize::from(pgbench) + beside_the_ceiling,
         "{figures:?}"
     );
     if pgbench {
@@ -554,6 +571,12 @@ fn bench_split(topology: &str) -> (Value, String) {
     // The receiver process's own timing, whichever process delivers.
     assert!(s["own_answers_p99_ms"].as_f64().is_some(), "{s}");
     assert!(s["own_commits_p99_ms"].as_f64().is_some(), "{s}");
+    // The workers' timing, summed over both processes: a receiver without workers of its own
+    // hands nothing over, so the worker process claimed and completed every event.
+    assert!(s["own_completions_p99_ms"].as_f64().is_some(), "{s}");
+    if topology == "split" {
+        assert!(s["own_claims_p99_ms"].as_f64().is_some(), "{s}");
+    }
     // The target is the standalone product; the split's ratio is a figure beside it.
     let checks = names(&report, "checks", "check");
     assert!(

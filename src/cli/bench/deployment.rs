@@ -69,6 +69,19 @@ impl Deployment {
         scrape::timed(self.receiver.admin?).await.ok()
     }
 
+    /// The workers' timing of their claims and completion transactions, summed over the
+    /// processes ([`scrape::workers_timed`]); `None` when one cannot be read.
+    pub async fn workers_timed(&self) -> Option<[Vec<(f64, f64)>; 2]> {
+        let mut sum: [Vec<(f64, f64)>; 2] = Default::default();
+        for child in self.children() {
+            let got = scrape::workers_timed(child.admin?).await.ok()?;
+            for (s, g) in sum.iter_mut().zip(&got) {
+                scrape::add_buckets(s, g);
+            }
+        }
+        Some(sum)
+    }
+
     pub fn stop(self) {
         self.receiver.stop();
         if let Some(w) = self.workers {

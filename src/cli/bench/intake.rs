@@ -157,6 +157,9 @@ pub async fn run(
     report.push(Row::throughput(HALF_ROW, &steady.run));
     report.cpu(HALF_ROW, split);
     report.limit("intake p99 at half rate (ms)", steady.run.p99_ms(), 25.0);
+    if let Some(late) = steady.sent_late_p99_ms() {
+        report.figure(SENT_LATE, late);
+    }
     let after = scrape::timed(admin).await?;
     own_timing(&timed, &after, report);
     let peak_rss = receiver.peak_rss_kib()?;
@@ -197,6 +200,10 @@ async fn database_duplicates(
     receiver.stop();
     Ok(())
 }
+
+/// How late the half-rate phase's requests left the load generator, p99: the part of its p99
+/// from the schedule spent before a request reached its connection.
+const SENT_LATE: &str = "half rate: requests sent late by the load generator, p99 (ms)";
 
 /// The p99 of the half-rate phase's answers and transactions as the receiver timed them itself
 /// (upper bounds: its buckets double), beside the load generator's p99 from the schedule: when

@@ -40,11 +40,16 @@ pub struct Outcome {
     pub(super) stopped: bool,
     /// The most connections an open loop had open at once.
     pub(super) connections: usize,
+    /// An open loop's requests: how late each left, from its scheduled instant to the moment it
+    /// was handed to its connection (a wait for a free connection, one opened, the load
+    /// generator's own delay). The rest of its latency was spent after it left.
+    pub(super) sent_late: Vec<Duration>,
 }
 
 impl Outcome {
     pub(super) fn merge(&mut self, other: Outcome) {
         self.run.latencies.extend(other.run.latencies);
+        self.sent_late.extend(other.sent_late);
         self.run.count += other.run.count;
         for (s, n) in other.statuses {
             *self.statuses.entry(s).or_default() += n;
@@ -77,6 +82,18 @@ impl Outcome {
     /// flight (rate times answer time, at most the cap).
     pub fn connections(&self) -> usize {
         self.connections
+    }
+
+    /// The p99 of how late an open loop's requests left ([`Outcome::sent_late`]), in ms; `None`
+    /// for a closed loop.
+    pub fn sent_late_p99_ms(&self) -> Option<f64> {
+        (!self.sent_late.is_empty()).then(|| {
+            Run {
+                latencies: self.sent_late.clone(),
+                ..Run::default()
+            }
+            .p99_ms()
+        })
     }
 
     /// Fails the bench unless every request got `status` and was (or was not) a duplicate:

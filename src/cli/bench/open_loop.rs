@@ -102,6 +102,7 @@ pub async fn open_loop<S: Source>(
             };
             match conn {
                 Ok(mut conn) => {
+                    part.sent_late.push(due.elapsed());
                     let answer = conn.send(&request).await;
                     record(&mut part, answer, due.elapsed());
                     let _ = idle.send(conn);
@@ -184,11 +185,15 @@ mod tests {
             "{} connections for ~20 in flight",
             out.connections()
         );
+        // Each request spent the server's 100 ms after it left: its lateness at leaving holds
+        // none of that, whatever the machine's speed.
+        let late = out.sent_late_p99_ms().unwrap();
+        assert!(out.run.p99_ms() >= late + 100.0, "{late} ms late: {out:?}");
     }
 
-    /// At the cap a due request waits for a connection, and the wait counts in its latency: four
-    /// connections answering in 100 ms carry 40 requests in ten rounds, about a second, although
-    /// the last was due 195 ms after the first.
+    /// At the cap a due request waits for a connection, and the wait counts in its latency and in
+    /// how late it left: four connections answering in 100 ms carry 40 requests in ten rounds,
+    /// about a second, although the last was due 195 ms after the first.
     #[tokio::test]
     async fn at_the_cap_requests_wait_and_their_lateness_is_measured() {
         let addr = slow_server(Duration::from_millis(100)).await;
@@ -199,5 +204,8 @@ mod tests {
         assert_eq!(out.connections(), 4);
         let slowest = out.run.latencies.iter().max().copied().unwrap();
         assert!(slowest >= Duration::from_millis(600), "{slowest:?}");
+        // That wait was before the last requests left: they were late by it when sent.
+        let late = out.sent_late_p99_ms().unwrap();
+        assert!(late >= 600.0, "{late} ms");
     }
 }

@@ -177,10 +177,16 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
     let lsn_before = wal::lsn(&env.pool).await;
     let vacuum_before = autovacuum::seen(&env.pool).await.ok();
     let timed_before = child.timed().await;
+    let workers_before = child.workers_timed().await;
     let out = open_loop::open_loop(child.addr(), &signer, args.open_loop_connections, pace).await?;
     let cpu_after = cpu::sample(&child.pids());
     let own = timed_before
         .zip(child.timed().await)
+        .map(|(before, after)| {
+            scrape::own_p99_ms(&before, &after).map(|b| b.filter(|ms| ms.is_finite()))
+        });
+    let workers = workers_before
+        .zip(child.workers_timed().await)
         .map(|(before, after)| {
             scrape::own_p99_ms(&before, &after).map(|b| b.filter(|ms| ms.is_finite()))
         });
@@ -243,6 +249,9 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
             .and_then(|(b, a)| autovacuum::during(b, a)),
         own_answers_p99_ms: own.and_then(|[a, _]| a),
         own_commits_p99_ms: own.and_then(|[_, c]| c),
+        own_claims_p99_ms: workers.and_then(|[c, _]| c),
+        own_completions_p99_ms: workers.and_then(|[_, c]| c),
+        sent_late_p99_ms: out.sent_late_p99_ms(),
     })
 }
 
@@ -287,9 +296,24 @@ fn line(k: usize, s: &Step) -> String {
         Some(v) => format!(" [{v}]"),
         None => String::new(),
     };
-    // Where a slow step's intake p99 went: the receiver's own answers, and its commits.
+    // Where a slow step's intake p99 went: before its requests left the load generator, in the
+    // receiver's own answers and its commits; and its completions' in the workers' claims and
+    // completion transactions.
+    if let Some(l) = s.sent_late_p99_ms {
+        said += &format!(" [sent late p99 {l:.0} ms]");
+    }
     if let (Some(a), Some(c)) = (s.own_answers_p99_ms, s.own_commits_p99_ms) {
-        said += &format!(" [own p99 <= {a:.0}/{c:.0} ms]");
+        said += &format!(" [own p99 <= {a:.0}/{c:.0} ms");
+        // A step whose events were all handed over made no claim: `-`.
+        let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
+        if s.own_claims_p99_ms.is_some() || s.own_completions_p99_ms.is_some() {
+            said += &format!(
+                ", claims/completions <= {}/{} ms",
+                ms(s.own_claims_p99_ms),
+                ms(s.own_completions_p99_ms)
+            );
+        }
+        said += "]";
     }
     if let Some(c) = s.cpu.filter(|c| c.stolen_pct >= 1.0) {
         said += &format!(" [the hypervisor took {:.0}% of the cores]", c.stolen_pct);

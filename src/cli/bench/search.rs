@@ -49,6 +49,13 @@ pub struct Step {
     /// the last bucket).
     pub own_answers_p99_ms: Option<f64>,
     pub own_commits_p99_ms: Option<f64>,
+    /// The same of the workers' claims and of their completion transactions, over every
+    /// process of the step.
+    pub own_claims_p99_ms: Option<f64>,
+    pub own_completions_p99_ms: Option<f64>,
+    /// How late the open loop's requests left, p99 in ms: the part of `intake_p99_ms` spent
+    /// before a request reached its connection (`None`: nothing sent).
+    pub sent_late_p99_ms: Option<f64>,
 }
 
 /// Sustainable: every event accepted, a backlog under one second of traffic at the end, and
