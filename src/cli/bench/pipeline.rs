@@ -180,16 +180,8 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
     let workers_before = child.workers_timed().await;
     let out = open_loop::open_loop(child.addr(), &signer, args.open_loop_connections, pace).await?;
     let cpu_after = cpu::sample(&child.pids());
-    let own = timed_before
-        .zip(child.timed().await)
-        .map(|(before, after)| {
-            scrape::own_p99_ms(&before, &after).map(|b| b.filter(|ms| ms.is_finite()))
-        });
-    let workers = workers_before
-        .zip(child.workers_timed().await)
-        .map(|(before, after)| {
-            scrape::own_p99_ms(&before, &after).map(|b| b.filter(|ms| ms.is_finite()))
-        });
+    let own = finite_p99s(timed_before, child.timed().await);
+    let workers = finite_p99s(workers_before, child.workers_timed().await);
     // [handed over, claims] during the load.
     let counted = child
         .counted()
@@ -253,6 +245,16 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
         own_completions_p99_ms: workers.and_then(|[_, c]| c),
         sent_late_p99_ms: out.sent_late_p99_ms(),
     })
+}
+
+/// Two histograms' cumulative buckets from one read of a child's `/metrics` (`None`: not read).
+type Histograms = Option<[Vec<(f64, f64)>; 2]>;
+
+/// Their p99 bounds between two reads ([`scrape::own_p99_ms`]), in ms; `None` where a read
+/// failed, nothing was observed, or the p99 was past the last bucket.
+fn finite_p99s(before: Histograms, after: Histograms) -> Option<[Option<f64>; 2]> {
+    let (before, after) = before.zip(after)?;
+    Some(scrape::own_p99_ms(&before, &after).map(|b| b.filter(|ms| ms.is_finite())))
 }
 
 /// `processed_at` of events `0..n` (`None`: not processed yet, or never stored).

@@ -1,8 +1,8 @@
 //! Counters and histograms read from a child's `/metrics`: how the pipeline phase sees what
 //! share of its deliveries the receiver handed over to the workers of its own process, and how
 //! many claims the workers made for the rest; how the half-rate phase and the pipeline steps see
-//! the receiver's own timing of its answers and transactions, and the steps the workers' of
-//! their claims and completions.
+//! the receiver's own timing of its answers and transactions, and how the steps see the workers'
+//! timing of their claims and completions.
 
 use anyhow::Context;
 use std::net::SocketAddr;
