@@ -56,14 +56,14 @@ pub struct Completer {
     deadline: Duration,
     /// Times the completions that take a transaction of their own; the batching task times its
     /// batches with the same histogram.
-    figures: Option<BatchFigures>,
+    figures: BatchFigures,
 }
 
 impl Completer {
     /// On PostgreSQL starts the batching task (current Tokio runtime). SQLite writes each
     /// completion in its own transaction: it is local, and has one writer anyway. `figures`
     /// records each transaction's duration, and each batch's size.
-    pub fn start(inbox: Inbox, deadline: Duration, figures: Option<BatchFigures>) -> Self {
+    pub fn start(inbox: Inbox, deadline: Duration, figures: BatchFigures) -> Self {
         let batcher = match &inbox {
             Inbox::Postgres(pool) => {
                 let kept = Kept::new(pool.clone());
@@ -81,7 +81,7 @@ impl Completer {
                     // wait on each other's rows (docs/performance.md, round 5).
                     concurrency: 1,
                 };
-                Some(Batcher::start(settings, figures.clone(), commit))
+                Some(Batcher::start(settings, Some(figures.clone()), commit))
             }
             Inbox::Sqlite(_) => None,
         };
@@ -131,7 +131,7 @@ impl Completer {
                 batcher.submit(finish).await
             }
             _ => {
-                let _timed = self.figures.as_ref().map(|f| Timed::start(&f.durations));
+                let _timed = Timed::start(&self.figures.durations);
                 Box::pin(
                     self.inbox
                         .complete(claimed, &completion, attempt.as_ref(), now),

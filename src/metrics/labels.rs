@@ -73,6 +73,12 @@ pub(super) fn answer_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 15))
 }
 
+/// 1 .. 1024 items per transaction, doubling: the receiver's insert batches (at most
+/// `--commit-batch`) and the workers' completion batches (at most 128).
+pub(super) fn batch_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 2.0, 11))
+}
+
 pub(super) fn completion_buckets() -> Histogram {
     // 50 ms .. ~2.3 days: first attempts land in seconds, retries in minutes to a day.
     Histogram::new(exponential_buckets(0.05, 3.0, 16))

@@ -4,7 +4,7 @@
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -18,7 +18,7 @@ mod scraped;
 pub use exposition::{counter_sum, histogram_buckets, quantile_bound};
 
 pub use labels::*;
-use labels::{Histograms, answer_buckets, completion_buckets, delivery_buckets};
+use labels::{Histograms, answer_buckets, batch_buckets, completion_buckets, delivery_buckets};
 pub use listeners::{ListenerLoad, ReadLoad};
 pub use scraped::SlotLoad;
 
@@ -102,14 +102,12 @@ impl Metrics {
             completion_latency: Family::new_with_constructor(completion_buckets),
             inbox_events: Family::default(),
             oldest_pending: Family::default(),
-            // 1 .. 1024 events per transaction.
-            intake_batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
+            intake_batch_size: batch_buckets(),
             intake_commit_duration: answer_buckets(),
             answer_duration: Family::new_with_constructor(answer_buckets),
             claim_duration: answer_buckets(),
             completion_commit_duration: answer_buckets(),
-            // 1 .. 1024 completions per transaction (a worker batches up to 128).
-            completion_batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
+            completion_batch_size: batch_buckets(),
             reconcile_errors: Family::default(),
             verified_requests: Family::default(),
             key_phase: Family::default(),

@@ -170,7 +170,7 @@ impl Worker {
                 completer: crate::inbox::Completer::start(
                     inbox.clone(),
                     cfg.db.deadline(),
-                    Some(completion_figures(&metrics)),
+                    completion_figures(&metrics),
                 ),
                 inbox,
                 targets: ArcSwap::from_pointee(targets),
