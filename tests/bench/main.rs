@@ -193,6 +193,10 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         let own = s["own_answers_p99_ms"].as_f64().unwrap();
         let at_client = s["intake_p99_ms"].as_f64().unwrap();
         assert!(own == 1.0 || own / 2.0 < at_client, "{s}");
+        // The answers' mean, in ms: a verified, committed answer takes more than 50 µs, and the
+        // handler's mean is well within the load generator's tail (seconds or µs would not be).
+        let mean = s["own_answers_mean_ms"].as_f64().unwrap();
+        assert!((0.05..at_client * 10.0).contains(&mean), "{s}");
         // The workers' own timing of their completions (every delivered event had one), and
         // how late the requests left: a part of their p99 from the schedule.
         let completions = s["own_completions_p99_ms"].as_f64().unwrap();

@@ -49,16 +49,21 @@ impl Deployment {
         self.children().map(Child::pid).collect()
     }
 
-    /// Events handed over at intake and the workers' claims, summed over the processes; `None`
-    /// when a counter cannot be read.
-    pub async fn counted(&self) -> Option<[f64; 2]> {
-        let mut sum = [0.0; 2];
+    /// Events handed over at intake, the workers' claims, and the seconds and the number of the
+    /// receiver's timed answers, summed over the processes; `None` when a counter cannot be read.
+    pub async fn counted(&self) -> Option<[f64; 4]> {
+        let mut sum = [0.0; 4];
         for child in self.children() {
-            let got = scrape::counters(child.admin?, [scrape::HANDED_OVER, scrape::CLAIMS])
-                .await
-                .ok()?;
-            sum[0] += got[0];
-            sum[1] += got[1];
+            let names = [
+                scrape::HANDED_OVER,
+                scrape::CLAIMS,
+                scrape::ANSWER_SECONDS,
+                scrape::ANSWERS,
+            ];
+            let got = scrape::counters(child.admin?, names).await.ok()?;
+            for (s, g) in sum.iter_mut().zip(got) {
+                *s += g;
+            }
         }
         Some(sum)
     }

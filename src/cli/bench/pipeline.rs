@@ -182,12 +182,12 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
     let cpu_after = cpu::sample(&child.pids());
     let own = finite_p99s(timed_before, child.timed().await);
     let workers = finite_p99s(workers_before, child.workers_timed().await);
-    // [handed over, claims] during the load.
+    // [handed over, claims, answers' seconds, answers] during the load.
     let counted = child
         .counted()
         .await
         .zip(counted_before)
-        .map(|(after, before)| [after[0] - before[0], after[1] - before[1]]);
+        .map(|(after, before)| [0, 1, 2, 3].map(|k| after[k] - before[k]));
     let elapsed = pace.start.elapsed().as_secs_f64();
     let delivered = (sink.count() - before) as f64 / elapsed;
     let pending = env.backlog().await?;
@@ -228,10 +228,13 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
         cpu,
         handed_pct: counted
             .filter(|_| out.fresh(200) > 0)
-            .map(|[h, _]| 100.0 * h / out.fresh(200) as f64),
+            .map(|[h, ..]| 100.0 * h / out.fresh(200) as f64),
         claims_per_1k: counted
             .filter(|_| out.fresh(200) > 0)
-            .map(|[_, c]| 1000.0 * c / out.fresh(200) as f64),
+            .map(|[_, c, ..]| 1000.0 * c / out.fresh(200) as f64),
+        own_answers_mean_ms: counted
+            .filter(|[.., n]| *n > 0.0)
+            .map(|[.., secs, n]| 1e3 * secs / n),
         wal_bytes_per_event: lsn_before
             .zip(lsn_after)
             .filter(|_| out.fresh(200) > 0)
@@ -306,6 +309,9 @@ fn line(k: usize, s: &Step) -> String {
     }
     if let (Some(a), Some(c)) = (s.own_answers_p99_ms, s.own_commits_p99_ms) {
         said += &format!(" [own p99 <= {a:.0}/{c:.0} ms");
+        if let Some(m) = s.own_answers_mean_ms {
+            said += &format!(", answers' mean {m:.1} ms");
+        }
         // A step whose events were all handed over made no claim: `-`.
         let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
         if s.own_claims_p99_ms.is_some() || s.own_completions_p99_ms.is_some() {

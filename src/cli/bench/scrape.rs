@@ -20,6 +20,10 @@ pub const REMEMBERED: &str = "hookgate_duplicates_remembered_total";
 pub const BATCHED_EVENTS: &str = "hookgate_intake_batch_size_sum";
 pub const BATCHES: &str = "hookgate_intake_batch_size_count";
 
+/// The receiver's 2xx answers: the seconds they took, summed, and how many (`src/metrics/register.rs`).
+pub const ANSWER_SECONDS: &str = "hookgate_receiver_request_duration_seconds_sum";
+pub const ANSWERS: &str = "hookgate_receiver_request_duration_seconds_count";
+
 /// The receiver's 2xx answers and its transactions, timed (`src/metrics/register.rs`).
 const ANSWER_BUCKETS: &str = "hookgate_receiver_request_duration_seconds_bucket";
 const COMMIT_BUCKETS: &str = "hookgate_intake_commit_duration_seconds_bucket";

@@ -49,6 +49,11 @@ pub struct Step {
     /// the last bucket).
     pub own_answers_p99_ms: Option<f64>,
     pub own_commits_p99_ms: Option<f64>,
+    /// The mean of the receiver's 2xx answers during the load, from its histogram's sum and
+    /// count (exact, not a bucket bound), in ms. With every connection of the open loop busy,
+    /// Little's law leaves each request connections / rate of round trip on average; what the
+    /// mean does not take of it was spent outside the handler.
+    pub own_answers_mean_ms: Option<f64>,
     /// The same of the workers' claims and of their completion transactions, over every
     /// process of the step.
     pub own_claims_p99_ms: Option<f64>,
