@@ -214,6 +214,12 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         // The open loop opened what its schedule needed, never more than it was allowed.
         let conns = s["connections"].as_u64().unwrap();
         assert!((1..=16).contains(&conns), "{s}");
+        // Requests wait for a connection only once all 16 are open; the shares are percentages.
+        let waited = s["waited_at_cap_pct"].as_f64().unwrap();
+        let blocked = s["blocked_at_cap_pct"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&waited), "{s}");
+        assert!((0.0..=100.0).contains(&blocked), "{s}");
+        assert!(conns == 16 || (waited == 0.0 && blocked == 0.0), "{s}");
         assert!(s["stopped_behind"].is_boolean(), "{s}");
         // Linux: where the CPU went. The child and the bench both worked during the load.
         let cpu = &s["cpu"];

@@ -44,6 +44,11 @@ pub struct Outcome {
     /// was handed to its connection (a wait for a free connection, one opened, the load
     /// generator's own delay). The rest of its latency was spent after it left.
     pub(super) sent_late: Vec<Duration>,
+    /// An open loop's requests that found every connection busy at the cap and waited for one
+    /// to come back, and how long the loop spent so waiting. That wait makes the next requests
+    /// late too; what `sent_late` holds beyond it is the load generator's own delay.
+    pub(super) at_cap: usize,
+    pub(super) blocked_at_cap: Duration,
 }
 
 impl Outcome {
@@ -93,6 +98,19 @@ impl Outcome {
                 ..Run::default()
             }
             .p99_ms()
+        })
+    }
+
+    /// The share of an open loop's requests sent that waited for a connection at the cap, and
+    /// the share of its run the loop spent waiting so, in percent; `None` for a closed loop or a
+    /// loop that sent nothing.
+    pub fn at_cap_pct(&self) -> Option<(f64, f64)> {
+        let run = self.run.elapsed.as_secs_f64();
+        (!self.sent_late.is_empty() && run > 0.0).then(|| {
+            (
+                100.0 * self.at_cap as f64 / self.sent_late.len() as f64,
+                100.0 * self.blocked_at_cap.as_secs_f64() / run,
+            )
         })
     }
 

@@ -76,14 +76,19 @@ pub async fn open_loop<S: Source>(
                     Some(Take::Open)
                 }
                 // At the cap: the first connection to come back, unless it is too late by then.
-                Err(_) => match pace.give_up {
-                    Some(g) => tokio::time::timeout_at(due + g, idle_rx.recv())
-                        .await
-                        .ok()
-                        .flatten(),
-                    None => idle_rx.recv().await,
+                Err(_) => {
+                    let waiting = Instant::now();
+                    let conn = match pace.give_up {
+                        Some(g) => tokio::time::timeout_at(due + g, idle_rx.recv())
+                            .await
+                            .ok()
+                            .flatten(),
+                        None => idle_rx.recv().await,
+                    };
+                    out.at_cap += usize::from(conn.is_some());
+                    out.blocked_at_cap += waiting.elapsed();
+                    conn.map(Take::Idle)
                 }
-                .map(Take::Idle),
             }
         };
         let Some(conn) = conn else {
@@ -189,6 +194,9 @@ mod tests {
         // none of that, whatever the machine's speed.
         let late = out.sent_late_p99_ms().unwrap();
         assert!(out.run.p99_ms() >= late + 100.0, "{late} ms late: {out:?}");
+        // Below the cap no request waited for a connection: whatever lateness there was is the
+        // load generator's own.
+        assert_eq!(out.at_cap_pct(), Some((0.0, 0.0)), "{out:?}");
     }
 
     /// At the cap a due request waits for a connection, and the wait counts in its latency and in
@@ -207,5 +215,11 @@ mod tests {
         // That wait was before the last requests left: they were late by it when sent.
         let late = out.sent_late_p99_ms().unwrap();
         assert!(late >= 600.0, "{late} ms");
+        // And it is counted as a wait at the cap: all but the first four requests found every
+        // connection busy (a connection may rarely be back before a request is due), and the
+        // loop spent most of the run waiting for one.
+        let (waited, blocked) = out.at_cap_pct().unwrap();
+        assert!(out.at_cap >= 30 && waited >= 75.0, "{out:?}");
+        assert!(blocked >= 50.0, "blocked {blocked}% of the run");
     }
 }

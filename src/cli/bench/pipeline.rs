@@ -247,6 +247,8 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
         own_claims_p99_ms: workers.and_then(|[c, _]| c),
         own_completions_p99_ms: workers.and_then(|[_, c]| c),
         sent_late_p99_ms: out.sent_late_p99_ms(),
+        waited_at_cap_pct: out.at_cap_pct().map(|(w, _)| w),
+        blocked_at_cap_pct: out.at_cap_pct().map(|(_, b)| b),
     })
 }
 
@@ -305,7 +307,11 @@ fn line(k: usize, s: &Step) -> String {
     // receiver's own answers and its commits; and its completions' in the workers' claims and
     // completion transactions.
     if let Some(l) = s.sent_late_p99_ms {
-        said += &format!(" [sent late p99 {l:.0} ms]");
+        said += &format!(" [sent late p99 {l:.0} ms");
+        if let (Some(w), Some(b)) = (s.waited_at_cap_pct, s.blocked_at_cap_pct) {
+            said += &format!(", {w:.0}% waited at the cap, the load {b:.0}% of the step");
+        }
+        said += "]";
     }
     if let (Some(a), Some(c)) = (s.own_answers_p99_ms, s.own_commits_p99_ms) {
         said += &format!(" [own p99 <= {a:.0}/{c:.0} ms");

@@ -61,6 +61,12 @@ pub struct Step {
     /// How late the open loop's requests left, p99 in ms: the part of `intake_p99_ms` spent
     /// before a request reached its connection (`None`: nothing sent).
     pub sent_late_p99_ms: Option<f64>,
+    /// Of that lateness, what the connection cap caused: the share of the requests sent that
+    /// found every connection busy and waited for one, and the share of the load's run the load
+    /// generator spent so waiting, in percent. Late requests beyond those waits were the load
+    /// generator's own delay.
+    pub waited_at_cap_pct: Option<f64>,
+    pub blocked_at_cap_pct: Option<f64>,
 }
 
 /// Sustainable: every event accepted, a backlog under one second of traffic at the end, and
