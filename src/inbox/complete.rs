@@ -55,15 +55,21 @@ pub struct Completer {
     batcher: Option<Batcher<Finish, bool>>,
     deadline: Duration,
     /// Times the completions that take a transaction of their own; the batching task times its
-    /// batches with the same histogram.
-    figures: BatchFigures,
+    /// batches with its own figures.
+    single: Histogram,
 }
 
 impl Completer {
     /// On PostgreSQL starts the batching task (current Tokio runtime). SQLite writes each
-    /// completion in its own transaction: it is local, and has one writer anyway. `figures`
-    /// records each transaction's duration, and each batch's size.
-    pub fn start(inbox: Inbox, deadline: Duration, figures: BatchFigures) -> Self {
+    /// completion in its own transaction: it is local, and has one writer anyway. `batches`
+    /// records each batch's duration and size, `single` the duration of each completion that
+    /// takes a transaction of its own.
+    pub fn start(
+        inbox: Inbox,
+        deadline: Duration,
+        batches: BatchFigures,
+        single: Histogram,
+    ) -> Self {
         let batcher = match &inbox {
             Inbox::Postgres(pool) => {
                 let kept = Kept::new(pool.clone());
@@ -81,7 +87,7 @@ impl Completer {
                     // wait on each other's rows (docs/performance.md, round 5).
                     concurrency: 1,
                 };
-                Some(Batcher::start(settings, Some(figures.clone()), commit))
+                Some(Batcher::start(settings, Some(batches), commit))
             }
             Inbox::Sqlite(_) => None,
         };
@@ -89,7 +95,7 @@ impl Completer {
             inbox,
             batcher,
             deadline,
-            figures,
+            single,
         }
     }
 
@@ -131,7 +137,7 @@ impl Completer {
                 batcher.submit(finish).await
             }
             _ => {
-                let _timed = Timed::start(&self.figures.durations);
+                let _timed = Timed::start(&self.single);
                 Box::pin(
                     self.inbox
                         .complete(claimed, &completion, attempt.as_ref(), now),

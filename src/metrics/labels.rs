@@ -48,6 +48,14 @@ pub struct FoundLabels {
     pub found: String,
 }
 
+/// What a worker's completion transaction recorded: `batch`, the outcomes batched together on
+/// PostgreSQL, or `single`, one outcome in a transaction of its own (every outcome on SQLite, and
+/// on either backend an event that passed an ordering gate, whose version is written with it).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TransactionLabels {
+    pub transaction: String,
+}
+
 /// A step of a retention pass: `integrations`, `purge`, `delete`, `versions`, `nonces`, `records`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StepLabels {

@@ -43,8 +43,8 @@ pub struct Metrics {
     pub answer_duration: Histograms,
     /// Each claim statement of a worker pool, whether it found events or not.
     pub claim_duration: Histogram,
-    /// Each completion transaction of a worker pool: a batch on PostgreSQL, one event otherwise.
-    pub completion_commit_duration: Histogram,
+    /// Each completion transaction of a worker pool, by `transaction`: `batch` or `single`.
+    pub completion_commit_duration: Family<TransactionLabels, Histogram, fn() -> Histogram>,
     /// Completions committed together by a worker pool's batching task (PostgreSQL).
     pub completion_batch_size: Histogram,
     pub reconcile_errors: Family<ErrorLabels, Counter>,
@@ -106,7 +106,7 @@ impl Metrics {
             intake_commit_duration: answer_buckets(),
             answer_duration: Family::new_with_constructor(answer_buckets),
             claim_duration: answer_buckets(),
-            completion_commit_duration: answer_buckets(),
+            completion_commit_duration: Family::new_with_constructor(answer_buckets),
             completion_batch_size: batch_buckets(),
             reconcile_errors: Family::default(),
             verified_requests: Family::default(),

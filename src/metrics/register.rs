@@ -91,7 +91,7 @@ pub(super) fn registry(m: &Metrics) -> Registry {
     );
     r.register(
         "completion_commit_duration_seconds",
-        "Duration of one transaction recording delivery outcomes (a batch of completions on PostgreSQL, one completion on SQLite or for an ordered event), from its start to its commit or failure",
+        "Duration of one transaction recording delivery outcomes, from its start to its commit or failure, by transaction: batch (completions batched on PostgreSQL) or single (one completion: on SQLite, and for an event that passed an ordering gate)",
         m.completion_commit_duration.clone(),
     );
     r.register(

@@ -26,11 +26,12 @@ pub use stopped::Stopped;
 
 use crate::destination;
 use crate::inbox::{Claimed, Inbox};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, TransactionLabels};
 use crate::route::RouteTable;
 use crate::route::target::DeliveryTarget;
 use arc_swap::ArcSwap;
 use chrono::Utc;
+use prometheus_client::metrics::histogram::Histogram;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -167,11 +168,15 @@ impl Worker {
             .expect("HTTP client builds");
         Self {
             inner: Arc::new(Inner {
-                completer: crate::inbox::Completer::start(
-                    inbox.clone(),
-                    cfg.db.deadline(),
-                    completion_figures(&metrics),
-                ),
+                completer: {
+                    let (batches, single) = completion_figures(&metrics);
+                    crate::inbox::Completer::start(
+                        inbox.clone(),
+                        cfg.db.deadline(),
+                        batches,
+                        single,
+                    )
+                },
                 inbox,
                 targets: ArcSwap::from_pointee(targets),
                 loaded: true.into(),
@@ -300,12 +305,24 @@ impl Worker {
 }
 
 /// The workers' completion transactions: `hookgate_completion_batch_size` and
-/// `hookgate_completion_commit_duration_seconds`.
-fn completion_figures(metrics: &Metrics) -> crate::inbox::BatchFigures {
-    crate::inbox::BatchFigures {
+/// `hookgate_completion_commit_duration_seconds` of the batches, and the latter of the
+/// completions that take a transaction of their own. Both series are declared at start, so that
+/// a dashboard shows `single` from zero once the first ordered event arrives.
+fn completion_figures(metrics: &Metrics) -> (crate::inbox::BatchFigures, Histogram) {
+    let timed = |transaction: &str| {
+        let labels = TransactionLabels {
+            transaction: transaction.into(),
+        };
+        metrics
+            .completion_commit_duration
+            .get_or_create(&labels)
+            .clone()
+    };
+    let batches = crate::inbox::BatchFigures {
         sizes: metrics.completion_batch_size.clone(),
-        durations: metrics.completion_commit_duration.clone(),
-    }
+        durations: timed("batch"),
+    };
+    (batches, timed("single"))
 }
 
 /// Every outcome of every target counted from zero ([`Metrics::declare_outcomes`]): the first

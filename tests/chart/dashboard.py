@@ -242,13 +242,14 @@ def build():
          [(f"sum by (found) (rate(hookgate_claims_total{R}))", "{{found}}")], "ops"),
         ("Workers' transactions: claims and completions, p99",
          "hookgate_claim_duration_seconds: each claim statement, found events or not; "
-         "hookgate_completion_commit_duration_seconds: each transaction recording outcomes (a batch on PostgreSQL, "
-         "its size in hookgate_completion_batch_size), all workers. A claim's events wait for it, and a delivered "
+         "hookgate_completion_commit_duration_seconds: each transaction recording outcomes, by transaction (batch: "
+         "outcomes batched on PostgreSQL, their count in hookgate_completion_batch_size; single: one outcome, every "
+         "one on SQLite and an ordered event's on either backend), all workers. A claim's events wait for it, and a delivered "
          "event keeps its lease until its completion commits: when these rise with the backlog, the database is the "
          "wait (see Database connections against the cap), not the destinations or the slots.",
          [(f"histogram_quantile(0.99, sum by (le) (rate(hookgate_claim_duration_seconds_bucket{R})))", "claims p99"),
-          (f"histogram_quantile(0.99, sum by (le) (rate(hookgate_completion_commit_duration_seconds_bucket{R})))",
-           "completions p99"),
+          (f"histogram_quantile(0.99, sum by (le, transaction) "
+           f"(rate(hookgate_completion_commit_duration_seconds_bucket{R})))", "completions p99, {{transaction}}"),
           (f"histogram_quantile(0.5, sum by (le) (rate(hookgate_completion_batch_size_bucket{R})))",
            "outcomes per completion, p50", "short")], "s"),
     ])

@@ -1,7 +1,7 @@
 //! How long the workers' transactions took, as `/metrics` shows them:
 //! `hookgate_claim_duration_seconds` (each claim statement), `hookgate_completion_commit_duration_seconds`
-//! (each transaction that records outcomes) and `hookgate_completion_batch_size` (PostgreSQL's
-//! batched completions).
+//! (each transaction that records outcomes, by `transaction`: `batch` or `single`) and
+//! `hookgate_completion_batch_size` (PostgreSQL's batched completions).
 
 use super::Setup;
 use crate::common::timing::{held_lock, under};
@@ -13,6 +13,13 @@ use std::time::Duration;
 const CLAIMS: &str = "hookgate_claim_duration_seconds";
 const COMPLETIONS: &str = "hookgate_completion_commit_duration_seconds";
 const BATCHES: &str = "hookgate_completion_batch_size";
+
+/// The count of the completion transactions labelled `transaction` (`None`: no such series).
+fn completions_of(text: &str, transaction: &str) -> Option<f64> {
+    let series = format!("{COMPLETIONS}_count{{transaction=\"{transaction}\"}} ");
+    let line = text.lines().find_map(|l| l.strip_prefix(series.as_str()))?;
+    line.split_whitespace().next()?.parse().ok()
+}
 
 /// Three events claimed at once and delivered one after another: one claim timed, and each
 /// completion transaction timed once; on PostgreSQL each is a batch whose size is counted, on
@@ -41,10 +48,31 @@ async fn each_claim_and_completion_transaction_is_timed(inbox: Inbox) {
             sum(&format!("{BATCHES}_count")),
             "each batch whose size was counted was timed once"
         );
+        assert_eq!(completions_of(&text, "batch"), Some(completions), "{text}");
+        assert_eq!(completions_of(&text, "single"), Some(0.0), "{text}");
     } else {
         assert_eq!(completions, 3.0, "one transaction per outcome");
         assert_eq!(sum(&format!("{BATCHES}_count")), 0.0, "no batches");
+        assert_eq!(completions_of(&text, "single"), Some(3.0), "{text}");
+        assert_eq!(completions_of(&text, "batch"), Some(0.0), "{text}");
     }
+}
+
+/// On PostgreSQL an event that passes an ordering gate is completed in a transaction of its own
+/// (its version is written with it), and is timed as `single`, apart from the batch of an
+/// unordered event delivered beside it.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn an_ordered_completion_is_timed_apart_from_the_batches(pool: PgPool) {
+    let s = Setup::new(Inbox::Postgres(pool)).await;
+    s.event("w/orders", "plain", "{}").await;
+    let versioned = r#"{"data":{"id":"res-1","version":3}}"#;
+    s.event("w/ordered", "versioned", versioned).await;
+    assert_eq!(s.worker().run_once().await.unwrap(), 2);
+
+    let text = s.metrics.encode();
+    assert_eq!(completions_of(&text, "single"), Some(1.0), "{text}");
+    assert_eq!(completions_of(&text, "batch"), Some(1.0), "{text}");
+    assert_eq!(counter_sum(&text, &format!("{BATCHES}_sum")), 1.0, "{text}");
 }
 
 on_both_backends!(each_claim_and_completion_transaction_is_timed);
