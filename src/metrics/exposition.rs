@@ -110,6 +110,11 @@ hookgate_other_bucket{le=\"0.001\"} 100
         assert_eq!(quantile_bound(&before, &after, 0.8), Some(0.001));
         assert_eq!(quantile_bound(&before, &after, 0.9), Some(0.002));
         assert_eq!(quantile_bound(&before, &after, 0.99), Some(f64::INFINITY));
+        // The slowest (q = 1) is in the first bucket holding every observation: 2 ms here, though
+        // the +Inf bucket had one before.
+        let calmer = [(0.001, 10.0), (0.002, 20.0), (f64::INFINITY, 22.0)];
+        assert_eq!(quantile_bound(&before, &calmer, 1.0), Some(0.002));
+        assert_eq!(quantile_bound(&before, &after, 1.0), Some(f64::INFINITY));
         // Read against nothing, the same buckets say otherwise: 19 of 22 under 2 ms.
         assert_eq!(quantile_bound(&[], &after, 0.8), Some(0.002));
         assert_eq!(quantile_bound(&after, &after, 0.5), None);

@@ -190,6 +190,15 @@ fn bench_runs_every_phase_and_reports_every_figure() {
                 "{field} in {s}"
             );
         }
+        // The slowest of each: a bucket bound too, never under its p99.
+        for (max, p99) in [
+            ("own_answers_max_ms", "own_answers_p99_ms"),
+            ("own_commits_max_ms", "own_commits_p99_ms"),
+        ] {
+            let bound = s[max].as_f64().unwrap_or_else(|| panic!("no {max} in {s}"));
+            assert!(bound.log2().fract() == 0.0, "{max} in {s}");
+            assert!(bound >= s[p99].as_f64().unwrap(), "{max} in {s}");
+        }
         let own = s["own_answers_p99_ms"].as_f64().unwrap();
         let at_client = s["intake_p99_ms"].as_f64().unwrap();
         assert!(own == 1.0 || own / 2.0 < at_client, "{s}");

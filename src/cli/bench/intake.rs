@@ -214,7 +214,7 @@ fn own_timing(before: &[Vec<(f64, f64)>; 2], after: &[Vec<(f64, f64)>; 2], repor
         "half rate: the receiver's own answers, p99 at most (ms)",
         "half rate: its transactions, p99 at most (ms)",
     ];
-    for (name, bound) in names.iter().zip(scrape::own_p99_ms(before, after)) {
+    for (name, bound) in names.iter().zip(scrape::own_bounds_ms(before, after, 0.99)) {
         match bound {
             Some(ms) if ms.is_finite() => report.figure(name, ms),
             Some(_) => report.note(format!("{name}: over its last bucket")),

@@ -180,8 +180,10 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
     let workers_before = child.workers_timed().await;
     let out = open_loop::open_loop(child.addr(), &signer, args.open_loop_connections, pace).await?;
     let cpu_after = cpu::sample(&child.pids());
-    let own = finite_p99s(timed_before, child.timed().await);
-    let workers = finite_p99s(workers_before, child.workers_timed().await);
+    let timed_after = child.timed().await;
+    let own = finite_bounds(&timed_before, &timed_after, 0.99);
+    let own_max = finite_bounds(&timed_before, &timed_after, 1.0);
+    let workers = finite_bounds(&workers_before, &child.workers_timed().await, 0.99);
     // [handed over, claims, answers' seconds, answers] during the load.
     let counted = child
         .counted()
@@ -244,6 +246,8 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
             .and_then(|(b, a)| autovacuum::during(b, a)),
         own_answers_p99_ms: own.and_then(|[a, _]| a),
         own_commits_p99_ms: own.and_then(|[_, c]| c),
+        own_answers_max_ms: own_max.and_then(|[a, _]| a),
+        own_commits_max_ms: own_max.and_then(|[_, c]| c),
         own_claims_p99_ms: workers.and_then(|[c, _]| c),
         own_completions_p99_ms: workers.and_then(|[_, c]| c),
         sent_late_p99_ms: out.sent_late_p99_ms(),
@@ -255,11 +259,11 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
 /// Two histograms' cumulative buckets from one read of a child's `/metrics` (`None`: not read).
 type Histograms = Option<[Vec<(f64, f64)>; 2]>;
 
-/// Their p99 bounds between two reads ([`scrape::own_p99_ms`]), in ms; `None` where a read
-/// failed, nothing was observed, or the p99 was past the last bucket.
-fn finite_p99s(before: Histograms, after: Histograms) -> Option<[Option<f64>; 2]> {
-    let (before, after) = before.zip(after)?;
-    Some(scrape::own_p99_ms(&before, &after).map(|b| b.filter(|ms| ms.is_finite())))
+/// Their `q` quantiles' bounds between two reads ([`scrape::own_bounds_ms`]), in ms; `None`
+/// where a read failed, nothing was observed, or the quantile was past the last bucket.
+fn finite_bounds(before: &Histograms, after: &Histograms, q: f64) -> Option<[Option<f64>; 2]> {
+    let (before, after) = before.as_ref().zip(after.as_ref())?;
+    Some(scrape::own_bounds_ms(before, after, q).map(|b| b.filter(|ms| ms.is_finite())))
 }
 
 /// `processed_at` of events `0..n` (`None`: not processed yet, or never stored).
@@ -315,6 +319,9 @@ fn line(k: usize, s: &Step) -> String {
     }
     if let (Some(a), Some(c)) = (s.own_answers_p99_ms, s.own_commits_p99_ms) {
         said += &format!(" [own p99 <= {a:.0}/{c:.0} ms");
+        if let (Some(a), Some(c)) = (s.own_answers_max_ms, s.own_commits_max_ms) {
+            said += &format!(", slowest <= {a:.0}/{c:.0} ms");
+        }
         if let Some(m) = s.own_answers_mean_ms {
             said += &format!(", answers' mean {m:.1} ms");
         }

@@ -72,11 +72,15 @@ pub fn add_buckets(sum: &mut Vec<(f64, f64)>, more: &[(f64, f64)]) {
     }
 }
 
-/// The p99 of each of two histograms observed between two reads ([`timed`], [`workers_timed`])
-/// in ms: bounds of their doubling buckets, infinite past the last one (`None`: nothing
-/// observed).
-pub fn own_p99_ms(before: &[Vec<(f64, f64)>; 2], after: &[Vec<(f64, f64)>; 2]) -> [Option<f64>; 2] {
-    [0, 1].map(|k| crate::metrics::quantile_bound(&before[k], &after[k], 0.99).map(|s| s * 1e3))
+/// The `q` quantile (0.99 for the p99, 1 for the slowest) of each of two histograms observed
+/// between two reads ([`timed`], [`workers_timed`]) in ms: bounds of their doubling buckets,
+/// infinite past the last one (`None`: nothing observed).
+pub fn own_bounds_ms(
+    before: &[Vec<(f64, f64)>; 2],
+    after: &[Vec<(f64, f64)>; 2],
+    q: f64,
+) -> [Option<f64>; 2] {
+    [0, 1].map(|k| crate::metrics::quantile_bound(&before[k], &after[k], q).map(|s| s * 1e3))
 }
 
 async fn exposition(admin: SocketAddr) -> anyhow::Result<String> {

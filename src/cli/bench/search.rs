@@ -49,6 +49,11 @@ pub struct Step {
     /// the last bucket).
     pub own_answers_p99_ms: Option<f64>,
     pub own_commits_p99_ms: Option<f64>,
+    /// The same bounds for the slowest of each: a stall of a few hundred ms holds up every
+    /// request in flight, too few of them to move a p99, but enough for the load generator's
+    /// connections to run out (`None`: not read, or over the last bucket).
+    pub own_answers_max_ms: Option<f64>,
+    pub own_commits_max_ms: Option<f64>,
     /// The mean of the receiver's 2xx answers during the load, from its histogram's sum and
     /// count (exact, not a bucket bound), in ms. With every connection of the open loop busy,
     /// Little's law leaves each request connections / rate of round trip on average; what the
