@@ -45,8 +45,9 @@ pub struct Outcome {
     /// generator's own delay). The rest of its latency was spent after it left.
     pub(super) sent_late: Vec<Duration>,
     /// An open loop's requests that found every connection busy at the cap and waited for one
-    /// to come back, and how long the loop spent so waiting. That wait makes the next requests
-    /// late too; what `sent_late` holds beyond it is the load generator's own delay.
+    /// to come back, and how long the loop spent so waiting. That wait makes the requests due
+    /// meanwhile late too; lateness beyond it is the load generator's own (opening connections,
+    /// its tasks waiting for a core).
     pub(super) at_cap: usize,
     pub(super) blocked_at_cap: Duration,
 }

@@ -207,6 +207,7 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
         latencies: search::completion_latencies(wall_start, rate, &processed, read_at),
     };
     let not_accepted = out.not_accepted();
+    let at_cap = out.at_cap_pct();
     let cpu = cpu_before
         .zip(cpu_after)
         .and_then(|(b, a)| cpu::per_event(b, a, out.fresh(200)));
@@ -251,8 +252,8 @@ async fn step(args: &BenchArgs, env: &Env, sink: &Counter, rate: f64) -> anyhow:
         own_claims_p99_ms: workers.and_then(|[c, _]| c),
         own_completions_p99_ms: workers.and_then(|[_, c]| c),
         sent_late_p99_ms: out.sent_late_p99_ms(),
-        waited_at_cap_pct: out.at_cap_pct().map(|(w, _)| w),
-        blocked_at_cap_pct: out.at_cap_pct().map(|(_, b)| b),
+        waited_at_cap_pct: at_cap.map(|(w, _)| w),
+        blocked_at_cap_pct: at_cap.map(|(_, b)| b),
     })
 }
 
