@@ -16,9 +16,9 @@ const BATCHES: &str = "hookgate_completion_batch_size";
 
 /// The count of the completion transactions labelled `transaction` (`None`: no such series).
 fn completions_of(text: &str, transaction: &str) -> Option<f64> {
-    let series = format!("{COMPLETIONS}_count{{transaction=\"{transaction}\"}} ");
-    let line = text.lines().find_map(|l| l.strip_prefix(series.as_str()))?;
-    line.split_whitespace().next()?.parse().ok()
+    let series = format!("{COMPLETIONS}_count{{transaction=\"{transaction}\"}}");
+    text.contains(&format!("{series} "))
+        .then(|| counter_sum(text, &series))
 }
 
 /// Three events claimed at once and delivered one after another: one claim timed, and each
