@@ -28,6 +28,10 @@ pub struct GaugeFigures {
     pub backlog: Vec<BacklogCount>,
     /// This call read the inbox (its turn), rather than the figures another process wrote.
     pub read: bool,
+    /// This call's turn to read failed, with this error (the statement timeout, once the backlog
+    /// outgrows it): `backlog` is then the last figures written, aged to now, so that the
+    /// oldest event's age keeps growing instead of freezing where the last read left it.
+    pub read_failed: Option<String>,
 }
 
 impl Inbox {
@@ -40,20 +44,25 @@ impl Inbox {
         every: Duration,
     ) -> Result<Option<GaugeFigures>> {
         if !self.take_chore(CHORE, now, every).await? {
-            let shared: Option<Option<String>> = backend!(self, pool => {
-                sqlx::query_scalar(SHARED).fetch_optional(pool).await?
-            });
-            match shared
-                .flatten()
-                .map(|f| serde_json::from_str::<Vec<Counted>>(&f))
-            {
-                Some(Ok(counted)) => return Ok(Some(figures(counted, now, false))),
-                None => return Ok(None),
+            match self.shared_figures().await? {
+                Shared::Figures(counted) => return Ok(Some(figures(counted, now, false))),
+                Shared::None => return Ok(None),
                 // Written by another version of hookgate: read them here this time.
-                Some(Err(_)) => {}
+                Shared::Unreadable => {}
             }
         }
-        let counted = self.counted(None).await?;
+        let counted = match self.counted(None).await {
+            Ok(counted) => counted,
+            Err(e) => {
+                return match self.shared_figures().await? {
+                    Shared::Figures(counted) => Ok(Some(GaugeFigures {
+                        read_failed: Some(e.to_string()),
+                        ..figures(counted, now, false)
+                    })),
+                    Shared::None | Shared::Unreadable => Err(e),
+                };
+            }
+        };
         let json = serde_json::to_string(&counted).expect("plain data serializes");
         backend!(self, pool => {
             sqlx::query(WRITE).bind(now).bind(json).execute(pool).await?;
@@ -62,9 +71,30 @@ impl Inbox {
     }
 }
 
+/// The figures the last turn wrote, as this version reads them.
+enum Shared {
+    Figures(Vec<Counted>),
+    None,
+    Unreadable,
+}
+
+impl Inbox {
+    async fn shared_figures(&self) -> Result<Shared> {
+        let shared: Option<Option<String>> = backend!(self, pool => {
+            sqlx::query_scalar(SHARED).fetch_optional(pool).await?
+        });
+        Ok(match shared.flatten().map(|f| serde_json::from_str(&f)) {
+            Some(Ok(counted)) => Shared::Figures(counted),
+            None => Shared::None,
+            Some(Err(_)) => Shared::Unreadable,
+        })
+    }
+}
+
 fn figures(counted: Vec<Counted>, now: DateTime<Utc>, read: bool) -> GaugeFigures {
     GaugeFigures {
         backlog: aged(counted, now),
         read,
+        read_failed: None,
     }
 }

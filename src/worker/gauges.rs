@@ -19,10 +19,16 @@ pub(super) async fn refresh(
     let mut tick = tokio::time::interval(every);
     while super::ticked(&mut tick, &mut stop).await {
         match inbox.backlog_for_gauges(Utc::now(), every).await {
-            Ok(Some(figures)) => metrics.set_inbox(&figures.backlog),
+            Ok(Some(figures)) => {
+                if let Some(e) = &figures.read_failed {
+                    tracing::warn!(error = %e, "could not read the inbox backlog for the gauges; exporting the last figures read, aged to now");
+                }
+                metrics.set_inbox(&figures.backlog)
+            }
             // Another process's first turn, not written yet: the next tick has it.
             Ok(None) => {}
-            Err(e) => tracing::debug!(error = %e, "could not read inbox figures for metrics"),
+            // Nothing to export: the gauges keep what they showed.
+            Err(e) => tracing::warn!(error = %e, "could not read the inbox figures for the gauges"),
         }
     }
 }

@@ -128,6 +128,40 @@ async fn every_worker_exports_the_shared_figures(inbox: Inbox) {
     }
 }
 
+/// A turn whose read fails (here the statement timeout, while another session holds the inbox
+/// locked; in production, a backlog that outgrew the timeout) exports the last figures written,
+/// aged to now, and says why: the oldest event's age keeps growing rather than freezing at the
+/// last read, which would keep `HookgateInboxOldestPending` from ever firing.
+#[sqlx::test(migrations = "migrations/postgres")]
+async fn a_turn_whose_read_fails_exports_the_last_figures_aged(pool: sqlx::PgPool) {
+    let inbox = with_statement_timeout(&pool, "200").await;
+    let h = harness(inbox.clone());
+    send(&h, "f1").await;
+    let t = t0() + Span::seconds(60);
+    assert_eq!(pending(&gauges(&inbox, t).await.backlog), (1, Some(60)));
+    send(&h, "f2").await;
+
+    let lock = "LOCK TABLE inbox_events IN ACCESS EXCLUSIVE MODE";
+    let release = crate::common::timing::held_lock(&pool, lock, Duration::from_millis(500)).await;
+    let next = t + Span::from_std(EVERY).unwrap();
+    let (failed, ()) = tokio::join!(inbox.backlog_for_gauges(next, EVERY), release);
+    let failed = failed.unwrap().unwrap();
+    assert!(!failed.read, "{failed:?}");
+    let why = failed.read_failed.as_deref().unwrap_or_default();
+    assert!(why.contains("statement timeout"), "{failed:?}");
+    assert_eq!(
+        pending(&failed.backlog),
+        (1, Some(75)),
+        "the last read's count, aged"
+    );
+
+    // The next turn reads again.
+    let later = next + Span::from_std(EVERY).unwrap();
+    let read = gauges(&inbox, later).await;
+    assert!(read.read && read.read_failed.is_none(), "{read:?}");
+    assert_eq!(pending(&read.backlog), (2, Some(90)));
+}
+
 crate::on_both_backends!(
     one_process_reads_the_backlog_for_all_each_interval,
     a_process_alone_reads_them_every_interval,
