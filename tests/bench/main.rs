@@ -181,14 +181,12 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         assert!(s["pending"].as_i64().unwrap() >= 0, "{s}");
         // The receiver's own timing of the step: bucket bounds, its answers' within a factor of
         // two of the load generator's p99 from the schedule (which holds each answer's time).
+        let bucket_bound = |v: f64| v >= 1.0 && v.log2().fract() == 0.0;
         for field in ["own_answers_p99_ms", "own_commits_p99_ms"] {
             let bound = s[field]
                 .as_f64()
                 .unwrap_or_else(|| panic!("no {field} in {s}"));
-            assert!(
-                bound >= 1.0 && bound.log2().fract() == 0.0,
-                "{field} in {s}"
-            );
+            assert!(bucket_bound(bound), "{field} in {s}");
         }
         // The slowest of each: a bucket bound too, never under its p99.
         for (max, p99) in [
@@ -196,7 +194,7 @@ fn bench_runs_every_phase_and_reports_every_figure() {
             ("own_commits_max_ms", "own_commits_p99_ms"),
         ] {
             let bound = s[max].as_f64().unwrap_or_else(|| panic!("no {max} in {s}"));
-            assert!(bound.log2().fract() == 0.0, "{max} in {s}");
+            assert!(bucket_bound(bound), "{max} in {s}");
             assert!(bound >= s[p99].as_f64().unwrap(), "{max} in {s}");
         }
         let own = s["own_answers_p99_ms"].as_f64().unwrap();
@@ -210,7 +208,6 @@ fn bench_runs_every_phase_and_reports_every_figure() {
         // how late the requests left: a part of their p99 from the schedule.
         // Claims may be none (every event handed over, no idle poll within the step): then the
         // field is there and null; otherwise a bucket bound like the completions'.
-        let bucket_bound = |v: f64| v >= 1.0 && v.log2().fract() == 0.0;
         let completions = s["own_completions_p99_ms"].as_f64().unwrap();
         assert!(bucket_bound(completions), "{s}");
         let claims = s.get("own_claims_p99_ms").unwrap_or_else(|| panic!("{s}"));
