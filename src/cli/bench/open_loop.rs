@@ -215,11 +215,12 @@ mod tests {
         // That wait was before the last requests left: they were late by it when sent.
         let late = out.sent_late_p99_ms().unwrap();
         assert!(late >= 600.0, "{late} ms");
-        // And it is counted as a wait at the cap: all but the first four requests found every
-        // connection busy (a connection may rarely be back before a request is due), and the
-        // loop spent most of the run waiting for one.
+        // And it is counted as a wait at the cap: each of the nine rounds after the first begins
+        // with a request that finds every connection busy (the rest of a round may find one
+        // just come back: the four return within moments of each other, and which of them the
+        // loop sees first is the scheduler's), and the loop spent most of the run waiting.
         let (waited, blocked) = out.at_cap_pct().unwrap();
-        assert!(out.at_cap >= 30 && waited >= 75.0, "{out:?}");
+        assert!(out.at_cap >= 9 && waited >= 22.5, "{out:?}");
         assert!(blocked >= 50.0, "blocked {blocked}% of the run");
     }
 }
